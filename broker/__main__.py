@@ -1,0 +1,5 @@
+import sys
+
+from broker.server.main import main
+
+sys.exit(main())

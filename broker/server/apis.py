@@ -1,0 +1,115 @@
+"""KafkaApis: request dispatch, one handler per API, and the versions we speak.
+
+``SUPPORTED`` is what ApiVersions advertises, and it is exactly what is implemented:
+a request for any other API key or version closes the connection (as Kafka does),
+except ApiVersions itself, which answers UNSUPPORTED_VERSION in v0 so the client can
+retry with a version we speak (KIP-511).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import ErrorCode
+from ..protocol.messages import (
+    ProtocolError,
+    RequestHeader,
+    build,
+    encode_response,
+    parse_request,
+    peek_header,
+    response_schema,
+)
+
+if TYPE_CHECKING:
+    from .kafka_server import KafkaServer
+    from .network import Connection, Response
+
+log = logging.getLogger(__name__)
+
+# api key -> (name, min version, max version)
+SUPPORTED: dict[int, tuple[str, int, int]] = {
+    0: ("Produce", 3, 9),
+    1: ("Fetch", 4, 12),
+    2: ("ListOffsets", 1, 7),
+    3: ("Metadata", 0, 12),
+    18: ("ApiVersions", 0, 3),
+    19: ("CreateTopics", 2, 7),
+    20: ("DeleteTopics", 1, 6),
+    21: ("DeleteRecords", 0, 2),
+    22: ("InitProducerId", 0, 4),
+    32: ("DescribeConfigs", 1, 4),
+    33: ("AlterConfigs", 0, 2),
+    35: ("DescribeLogDirs", 1, 4),
+    37: ("CreatePartitions", 0, 3),
+    44: ("IncrementalAlterConfigs", 0, 1),
+    60: ("DescribeCluster", 0, 1),
+}
+
+HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
+
+
+def _registry() -> dict[int, HandlerFn]:
+    from .handlers import admin, configs, fetch, metadata, offsets, produce
+
+    return {
+        0: produce.handle_produce,
+        1: fetch.handle_fetch,
+        2: offsets.handle_list_offsets,
+        3: metadata.handle_metadata,
+        18: handle_api_versions,
+        19: admin.handle_create_topics,
+        20: admin.handle_delete_topics,
+        21: offsets.handle_delete_records,
+        22: produce.handle_init_producer_id,
+        32: configs.handle_describe_configs,
+        33: configs.handle_alter_configs,
+        35: admin.handle_describe_log_dirs,
+        37: admin.handle_create_partitions,
+        44: configs.handle_incremental_alter_configs,
+        60: metadata.handle_describe_cluster,
+    }
+
+
+async def handle_api_versions(server: KafkaServer, header: RequestHeader, request: Any) -> dict:
+    return {
+        "error_code": ErrorCode.none,
+        "api_keys": [
+            {"api_key": key, "min_version": lo, "max_version": hi}
+            for key, (_name, lo, hi) in sorted(SUPPORTED.items())
+        ],
+        "throttle_time": 0,
+    }
+
+
+def _unsupported_api_versions(correlation_id: int) -> bytes:
+    """ApiVersions v0 response with UNSUPPORTED_VERSION and our version table."""
+    body = struct.pack(">hi", ErrorCode.unsupported_version, len(SUPPORTED))
+    body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (_n, lo, hi) in sorted(SUPPORTED.items()))
+    return struct.pack(">ii", len(body) + 4, correlation_id) + body
+
+
+class KafkaApis:
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.handlers = _registry()
+
+    async def handle(self, conn: Connection, frame: bytes) -> Response:
+        api_key, version, correlation_id = peek_header(frame)
+        spec = SUPPORTED.get(api_key)
+        if spec is None:
+            raise ProtocolError(f"unknown API key {api_key}")
+        name, lo, hi = spec
+        if not lo <= version <= hi:
+            if api_key == 18:
+                return _unsupported_api_versions(correlation_id)
+            raise ProtocolError(f"{name} v{version} is not supported (we speak v{lo}-v{hi})")
+        header, request = parse_request(frame)
+        result = await self.handlers[api_key](self.server, header, request)
+        if result is None or isinstance(result, bytes | list):
+            return result  # acks=0, or a handler that encodes its own response (Fetch)
+        body = build(response_schema(api_key, version), result)
+        return encode_response(api_key, version, correlation_id, body)

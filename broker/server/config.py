@@ -1,0 +1,249 @@
+"""Broker configuration: a ``server.properties`` file with Kafka's key names.
+
+Values come from, in rising precedence: Kafka's defaults, the properties file,
+``QUILL_``-prefixed environment variables (``QUILL_LOG_DIRS`` -> ``log.dirs``) and
+``--override key=value`` on the command line. Unknown keys are warned about (Kafka
+does the same); an invalid value refuses start-up with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value that the broker cannot start with."""
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError("expected true or false")
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    minimum: int | None = None
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        Key("broker.id", _int, -1, "Unique id of this broker in the cluster", 0),
+        Key("broker.rack", str, None, "Rack of this broker, for rack-aware replica placement"),
+        Key("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs"),
+        Key("advertised.listeners", _list, None, "Listener URIs published in ZooKeeper"),
+        Key("log.dirs", _list, None, "Directories holding the partition logs"),
+        Key("log.dir", _list, ["/tmp/kafka-logs"], "Used when log.dirs is not set"),
+        Key("zookeeper.connect", str, None, "host:port[,host:port][/chroot] of ZooKeeper"),
+        Key("zookeeper.session.timeout.ms", _int, 18000, "ZooKeeper session timeout", 1),
+        Key("zookeeper.connection.timeout.ms", _int, None, "Time to wait for ZooKeeper at start"),
+        Key("num.partitions", _int, 1, "Default partition count of auto-created topics", 1),
+        Key("default.replication.factor", _int, 1, "Default replication factor", 1),
+        Key("auto.create.topics.enable", _bool, True, "Create topics on first Metadata request"),
+        Key("delete.topic.enable", _bool, True, "Allow DeleteTopics"),
+        Key("socket.request.max.bytes", _int, 104857600, "Largest request accepted", 1),
+        Key("socket.send.buffer.bytes", _int, 102400, "SO_SNDBUF (-1: OS default)"),
+        Key("socket.receive.buffer.bytes", _int, 102400, "SO_RCVBUF (-1: OS default)"),
+        Key("num.network.threads", _int, 3, "Accepted for compatibility (asyncio)"),
+        Key("num.io.threads", _int, 8, "Accepted for compatibility (asyncio)"),
+        Key("log.segment.bytes", _int, 1073741824, "Segment size before roll", 14),
+        Key("log.roll.ms", _int, None, "Segment age before roll"),
+        Key("log.roll.hours", _int, 168, "Segment age before roll, hours", 1),
+        Key("log.retention.ms", _int, None, "Retention by time"),
+        Key("log.retention.minutes", _int, None, "Retention by time, minutes"),
+        Key("log.retention.hours", _int, 168, "Retention by time, hours"),
+        Key("log.retention.bytes", _int, -1, "Retention by size per partition"),
+        Key("log.retention.check.interval.ms", _int, 300000, "How often retention runs", 1),
+        Key("log.index.interval.bytes", _int, 4096, "Bytes between offset index entries", 0),
+        Key("log.index.size.max.bytes", _int, 10485760, "Max index file size", 4),
+        Key("log.flush.interval.messages", _int, LONG_MAX, "Messages before fsync", 1),
+        Key("log.flush.interval.ms", _int, None, "Time before fsync"),
+        Key("log.flush.scheduler.interval.ms", _int, LONG_MAX, "Flush check interval"),
+        Key("log.flush.offset.checkpoint.interval.ms", _int, 60000, "Checkpoint interval", 0),
+        Key("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),
+        Key("log.cleanup.policy", _list, ["delete"], "delete and/or compact"),
+        Key("message.max.bytes", _int, 1048588, "Largest record batch accepted", 0),
+        Key("compression.type", str, "producer", "Broker-side compression"),
+        Key("min.insync.replicas", _int, 1, "Minimum ISR for acks=all", 1),
+        Key("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
+        Key("offsets.topic.replication.factor", _int, 3, "RF of __consumer_offsets", 1),
+        Key("offsets.topic.num.partitions", _int, 50, "Partitions of __consumer_offsets", 1),
+        Key("group.initial.rebalance.delay.ms", _int, 3000, "Delay of a new group's first rebalance"),
+        Key("replica.lag.time.max.ms", _int, 30000, "Time before a lagging follower leaves ISR"),
+        Key("fetch.max.bytes", _int, 57671680, "Largest fetch response", 0),
+        Key("queued.max.requests", _int, 500, "Requests queued per connection before reading pauses", 1),
+        Key("connections.max.idle.ms", _int, 600000, "Idle connections are closed after this"),
+        Key("transactional.id.expiration.ms", _int, 604800000, "Transactional id expiry"),
+        Key("producer.id.expiration.ms", _int, 86400000, "Idle producer id expiry"),
+    ]
+}
+
+
+def _parse_properties(text: str) -> dict[str, str]:
+    """Java properties, the subset Kafka's files use: key=value or key: value, # comments."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                props[line[:i].strip()] = line[i + 1 :].strip()
+                break
+        else:
+            props[line] = ""
+    return props
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """``QUILL_LOG_DIRS=/x`` -> ``{"log.dirs": "/x"}``; only keys we know, plus a warning."""
+    result = {}
+    for name, value in environ.items():
+        if not name.startswith("QUILL_") or name.startswith("QUILL_STATE"):
+            continue
+        key = name[len("QUILL_") :].lower().replace("_", ".")
+        if key in KEYS:
+            result[key] = value
+    return result
+
+
+class BrokerConfig:
+    """Typed, validated broker settings. ``cfg["log.segment.bytes"]`` or ``cfg.broker_id``."""
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self.raw = dict(raw)
+        self.values: dict[str, Any] = {}
+        for key, spec in KEYS.items():
+            if key in raw:
+                try:
+                    value = spec.parse(raw[key])
+                except (ValueError, TypeError) as exc:
+                    raise ConfigError(
+                        f"Invalid value {raw[key]!r} for configuration {key}: {exc}"
+                    ) from None
+                if spec.minimum is not None and isinstance(value, int) and value < spec.minimum:
+                    raise ConfigError(
+                        f"Invalid value {value} for configuration {key}: "
+                        f"Value must be at least {spec.minimum}"
+                    )
+                self.values[key] = value
+            else:
+                self.values[key] = spec.default
+        self.unknown = sorted(set(raw) - set(KEYS))
+        self._validate()
+
+    def _validate(self) -> None:
+        if self.values["broker.id"] < 0:
+            raise ConfigError("Missing required configuration broker.id (a number >= 0)")
+        if not self.values["zookeeper.connect"]:
+            raise ConfigError("Missing required configuration zookeeper.connect (host:port)")
+        ts_type = self.values["log.message.timestamp.type"]
+        if ts_type not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError(
+                f"Invalid value {ts_type} for configuration log.message.timestamp.type: "
+                "must be CreateTime or LogAppendTime"
+            )
+        for uri in self.listeners:
+            parse_listener(uri)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return self.values["broker.id"]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.values["log.dirs"] or self.values["log.dir"]
+
+    @property
+    def listeners(self) -> list[str]:
+        return self.values["listeners"]
+
+    @property
+    def advertised_listeners(self) -> list[str]:
+        return self.values["advertised.listeners"] or self.listeners
+
+    @property
+    def retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60_000
+        return v["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        v = self.values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        v = self.values
+        ms = v["log.flush.interval.ms"]
+        return ms if ms is not None else v["log.flush.scheduler.interval.ms"]
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None,
+        overrides: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        if path is not None:
+            try:
+                raw.update(_parse_properties(Path(path).read_text()))
+            except OSError as exc:
+                raise ConfigError(f"Cannot read config file {path}: {exc.strerror}") from None
+        raw.update(env_overrides(os.environ if environ is None else environ))
+        raw.update(overrides or {})
+        cfg = cls(raw)
+        for key in cfg.unknown:
+            log.warning("Unknown configuration %s=%s is ignored", key, raw[key])
+        return cfg
+
+
+def parse_listener(uri: str) -> tuple[str, str, int]:
+    """``PLAINTEXT://host:9092`` -> ("PLAINTEXT", "host", 9092)."""
+    try:
+        name, rest = uri.split("://", 1)
+        host, port = rest.rsplit(":", 1)
+        port_no = int(port)
+    except ValueError:
+        raise ConfigError(
+            f"Invalid listener {uri!r}: expected NAME://host:port, e.g. PLAINTEXT://0.0.0.0:9092"
+        ) from None
+    if not 0 <= port_no <= 65535:
+        raise ConfigError(f"Invalid listener {uri!r}: port out of range")
+    return name, host.strip("[]"), port_no

@@ -1,0 +1,67 @@
+"""ListOffsets (earliest, latest, max timestamp, by timestamp) and DeleteRecords."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import RequestHeader
+
+if TYPE_CHECKING:
+    from ..kafka_server import KafkaServer
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+def _list_offset(server: KafkaServer, topic: str, index: int, p: Any) -> dict:
+    part = server.replicas.get_partition(topic, index)
+    log = part.require_leader()
+    part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+    ts = p.timestamp
+    epoch = part.leader_epoch
+    if ts == EARLIEST:
+        return {"timestamp": -1, "offset": log.log_start_offset, "leader_epoch": epoch}
+    if ts == LATEST:
+        return {"timestamp": -1, "offset": log.high_watermark, "leader_epoch": epoch}
+    if ts == MAX_TIMESTAMP:
+        found = log.offset_of_max_timestamp()
+    elif ts < 0:
+        raise KafkaError(ErrorCode.invalid_request, f"invalid timestamp {ts}")
+    else:
+        found = log.fetch_offset_by_timestamp(ts)
+    if found is None or found[0] >= log.high_watermark:
+        return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+    return {"timestamp": found[1], "offset": found[0], "leader_epoch": epoch}
+
+
+async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    topics = []
+    for t in req.topics:
+        partitions = []
+        for p in t.partitions:
+            try:
+                entry = _list_offset(server, t.name, p.partition_index, p)
+                entry["error_code"] = ErrorCode.none
+            except KafkaError as exc:
+                entry = {"error_code": exc.code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            entry["partition_index"] = p.partition_index
+            partitions.append(entry)
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+async def handle_delete_records(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    topics = []
+    for t in req.topics:
+        partitions = []
+        for p in t.partitions:
+            try:
+                part = server.replicas.get_partition(t.name, p.partition_index)
+                log = part.require_leader()
+                offset = log.high_watermark if p.offset == -1 else p.offset
+                low = log.delete_records_before(offset)
+                partitions.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": ErrorCode.none})
+            except KafkaError as exc:
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1, "error_code": exc.code})
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}

@@ -1,0 +1,152 @@
+"""KafkaServer: wires the broker together, starts it, runs its chores, stops it.
+
+Start-up order follows Kafka's: load the logs (recovering after an unclean stop),
+connect to ZooKeeper, learn the cluster id, open the listeners, start the metadata
+sync and the controller elector, and register ``/brokers/ids/<id>`` last, so that a
+registered broker is a broker that answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+from ..controller.controller import Controller
+from ..coordinator.producer_id import ProducerIdManager
+from ..log.config import LogConfig
+from ..log.manager import LogManager
+from ..protocol.errors import KafkaError
+from ..replica.manager import ReplicaManager
+from ..zk.client import KafkaZkClient
+from ..zk.znodes import BrokerInfo
+from .apis import KafkaApis
+from .cluster_sync import ClusterSync
+from .config import BrokerConfig, parse_listener
+from .metadata_cache import MetadataCache
+from .network import SocketServer
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.default_log_config = LogConfig.from_broker_props(config.raw)
+        self.topic_overrides: dict[str, dict[str, str]] = {}
+        self.cache = MetadataCache(config.broker_id)
+        self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
+        self.logs: LogManager | None = None
+        self.replicas: ReplicaManager | None = None
+        self.cluster_sync: ClusterSync | None = None
+        self.controller: Controller | None = None
+        self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
+        self.sockets = SocketServer(
+            KafkaApis(self).handle,
+            max_request_size=config["socket.request.max.bytes"],
+            queued_max_requests=config["queued.max.requests"],
+            send_buffer=config["socket.send.buffer.bytes"],
+            receive_buffer=config["socket.receive.buffer.bytes"],
+        )
+        self.bound_ports: list[int] = []
+        self._stop = asyncio.Event()
+
+    # -- topic configs -------------------------------------------------------------------
+    def topic_log_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_props(
+            self.topic_overrides.get(topic, {}), defaults=self.default_log_config
+        )
+
+    def on_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        if self.topic_overrides.get(topic) == overrides:
+            return
+        self.topic_overrides[topic] = overrides
+        try:
+            config = self.topic_log_config(topic)
+        except KafkaError as exc:
+            log.error("ignoring invalid config of topic %s: %s", topic, exc.message)
+            return
+        self.replicas.update_topic_config(topic, config)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        started = time.monotonic()
+        log.info("starting broker %d", cfg.broker_id)
+        await asyncio.to_thread(self.zk.start, 30.0)
+        cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+        self.cache.cluster_id = cluster_id
+        self.logs = await asyncio.to_thread(
+            LogManager, cfg.log_dirs, self.default_log_config, broker_id=cfg.broker_id, cluster_id=cluster_id
+        )
+        self.replicas = ReplicaManager(cfg.broker_id, self.logs, self.topic_log_config)
+        endpoints = []
+        for uri, advertised in zip(cfg.listeners, cfg.advertised_listeners, strict=False):
+            name, host, port = parse_listener(uri)
+            bound = await self.sockets.listen(host, port)
+            self.bound_ports.append(bound)
+            a_name, a_host, a_port = parse_listener(advertised)
+            endpoints.append(f"{a_name}://{a_host}:{a_port or bound}")
+            log.info("listening on %s://%s:%d", name, host, bound)
+        loop = asyncio.get_running_loop()
+        self.cluster_sync = ClusterSync(self.zk, self.cache, self.replicas, loop, self.on_topic_config)
+        await asyncio.to_thread(self.cluster_sync.start)
+        self.controller = Controller(self.zk, cfg.broker_id)
+        first = endpoints[0].split("://", 1)[1]
+        host, port = first.rsplit(":", 1)
+        info = BrokerInfo(cfg.broker_id, host, int(port), endpoints, rack=cfg["broker.rack"])
+        await asyncio.to_thread(
+            self.zk.register_broker, info, cfg["zookeeper.session.timeout.ms"] / 1000.0 + 5
+        )
+        self.controller.start()
+        log.info(
+            "broker %d started in %.2fs (cluster id %s, %d partition logs)",
+            cfg.broker_id,
+            time.monotonic() - started,
+            cluster_id,
+            len(self.logs.all_logs()),
+        )
+
+    async def run(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        chores = asyncio.ensure_future(self._chores())
+        await self._stop.wait()
+        log.info("shutting down broker %d", self.config.broker_id)
+        chores.cancel()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+        await self.sockets.close()
+        await asyncio.to_thread(self.zk.close)
+        if self.logs is not None:
+            self.logs.close()
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _chores(self) -> None:
+        """Flush by time, retention, checkpoints: cheap calls once a second."""
+        cfg = self.config
+        next_retention = time.monotonic() + cfg["log.retention.check.interval.ms"] / 1000.0
+        next_checkpoint = time.monotonic() + cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            now_ms = int(time.time() * 1000)
+            try:
+                self.logs.flush_dirty_logs(now_ms)
+                if now >= next_retention:
+                    next_retention = now + cfg["log.retention.check.interval.ms"] / 1000.0
+                    self.logs.cleanup_logs(now_ms)
+                if now >= next_checkpoint:
+                    next_checkpoint = now + cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0
+                    self.logs.checkpoint()
+            except Exception:
+                log.exception("log maintenance failed; will retry")

@@ -1,0 +1,216 @@
+"""The socket server: Kafka framing on asyncio, requests answered in order.
+
+Each connection reads size-prefixed frames into a queue and one task per connection
+handles them in arrival order (Kafka mutes a channel while a request is in flight; we
+queue instead, up to ``queued.max.requests``, then stop reading). A response is
+either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
+the segment file to the socket with sendfile, never through Python bytes.
+
+Garbage (negative or absurd sizes, an unknown API key or version, a body that does
+not parse) closes that connection only; the broker and every other connection carry
+on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ..protocol.messages import ProtocolError
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class FileRegion:
+    """``count`` bytes of file descriptor ``fd`` from ``position``: sent with sendfile."""
+
+    fd: int
+    position: int
+    count: int
+
+
+class _FdFile:
+    """The file-object face asyncio's sendfile wants, over a bare descriptor."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, *_args) -> None:  # asyncio repositions the file after sending; we use offsets
+        return None
+
+
+Response = bytes | list[bytes | FileRegion] | None
+Handler = Callable[["Connection", bytes], Awaitable[Response]]
+
+
+class Connection(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, server: SocketServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._buf = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._worker: asyncio.Task | None = None
+        self._closed = False
+        self._reading_paused = False
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self.use_sendfile = server.use_sendfile
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._can_write.set()
+        self.server.connections.discard(self)
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        max_size = self.server.max_request_size
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 8 or size > max_size:
+                self.abort(
+                    f"request size {size} is outside [8, socket.request.max.bytes={max_size}]"
+                )
+                return
+            if end - pos - 4 < size:
+                break
+            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if self._frames and (self._worker is None or self._worker.done()):
+            self._worker = asyncio.ensure_future(self._work())
+        if len(self._frames) >= self.server.queued_max_requests and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    # -- request processing ----------------------------------------------------------
+    async def _work(self) -> None:
+        frames = self._frames
+        try:
+            while frames and not self._closed:
+                frame = frames.popleft()
+                if self._reading_paused and len(frames) < self.server.queued_max_requests // 2:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+                try:
+                    response = await self.server.handler(self, frame)
+                except ProtocolError as exc:
+                    self.abort(str(exc))
+                    return
+                if response is not None:
+                    await self.send(response)
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug in a handler: drop this client, keep the broker
+            log.exception("unexpected error serving %s; closing the connection", self.peer)
+            self.abort("internal error")
+
+    async def send(self, response: Response) -> None:
+        if self._closed:
+            return
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+        if isinstance(response, bytes | bytearray):
+            self.transport.write(response)
+            return
+        loop = asyncio.get_running_loop()
+        for part in response:
+            if self._closed:
+                return
+            if isinstance(part, FileRegion):
+                if part.count == 0:
+                    continue
+                if self.use_sendfile:
+                    await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.count)
+                else:
+                    self.transport.write(os.pread(part.fd, part.count, part.position))
+            else:
+                self.transport.write(part)
+
+    def abort(self, reason: str) -> None:
+        if not self._closed:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+            self._closed = True
+            self._frames.clear()
+            if self.transport is not None:
+                self.transport.abort()
+
+
+class SocketServer:
+    """Listens on one address and hands each frame to ``handler``."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        max_request_size: int,
+        queued_max_requests: int = 500,
+        send_buffer: int = -1,
+        receive_buffer: int = -1,
+    ) -> None:
+        self.handler = handler
+        self.max_request_size = max_request_size
+        self.queued_max_requests = queued_max_requests
+        self.send_buffer = send_buffer
+        self.receive_buffer = receive_buffer
+        self.connections: set[Connection] = set()
+        self.use_sendfile = hasattr(os, "sendfile")
+        self._servers: list[asyncio.base_events.Server] = []
+
+    async def listen(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
+        )
+        self._servers.append(server)
+        for sock in server.sockets:
+            import socket
+
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
+            if self.receive_buffer > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+        return server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for server in self._servers:
+            await server.wait_closed()

@@ -1,0 +1,287 @@
+"""KafkaZkClient: the broker's operations on ZooKeeper, on kazoo.
+
+Blocking calls (kazoo runs its own IO thread); the server calls them from a worker
+thread with ``asyncio.to_thread`` or at start-up. Watches fire on kazoo's thread and
+must be marshalled to the event loop by the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from .znodes import (
+    PERSISTENT_PATHS,
+    BrokerIdZNode,
+    BrokerInfo,
+    ClusterIdZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsZNode,
+    LeaderAndIsr,
+    ProducerIdBlockZNode,
+    TopicAssignment,
+    TopicPartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ZkError(RuntimeError):
+    pass
+
+
+class KafkaZkClient:
+    def __init__(self, connect: str, session_timeout_ms: int = 18000) -> None:
+        self.connect = connect
+        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self.session_timeout_ms = session_timeout_ms
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self, timeout_s: float = 30.0) -> None:
+        try:
+            self.zk.start(timeout=timeout_s)
+        except KazooTimeoutError:
+            raise ZkError(
+                f"Cannot reach ZooKeeper at {self.connect} within {timeout_s:.0f}s "
+                "(is it running? check zookeeper.connect)"
+            ) from None
+        for path in PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+
+    def close(self) -> None:
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            log.debug("error closing ZooKeeper client", exc_info=True)
+
+    @property
+    def session_id(self) -> int:
+        return self.zk.client_id[0] if self.zk.client_id else 0
+
+    # -- cluster id and brokers --------------------------------------------------------
+    def get_or_create_cluster_id(self) -> str:
+        try:
+            data, _ = self.zk.get(ClusterIdZNode.path)
+            return ClusterIdZNode.decode(data)
+        except NoNodeError:
+            pass
+        new_id = ClusterIdZNode.new_id()
+        try:
+            self.zk.create(ClusterIdZNode.path, ClusterIdZNode.encode(new_id), makepath=True)
+            return new_id
+        except NodeExistsError:
+            data, _ = self.zk.get(ClusterIdZNode.path)
+            return ClusterIdZNode.decode(data)
+
+    def register_broker(self, info: BrokerInfo, wait_s: float) -> None:
+        """Create ``/brokers/ids/<id>`` (ephemeral).
+
+        A node left by our own previous, crashed process disappears when its session
+        expires, so we wait up to ``wait_s`` for that; a node that outlives the wait
+        belongs to a live broker with the same id and start-up is refused.
+        """
+        path = BrokerIdZNode.path(info.id)
+        deadline = time.monotonic() + wait_s
+        warned = False
+        while True:
+            try:
+                self.zk.create(path, BrokerIdZNode.encode(info), ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.session_id:
+                    return
+                if time.monotonic() > deadline:
+                    raise ZkError(
+                        f"broker.id {info.id} is already registered at {path} by another "
+                        "live broker; give this broker a different broker.id"
+                    ) from None
+                if not warned:
+                    log.warning(
+                        "%s exists (left by a previous run?); waiting up to %.0fs for its "
+                        "ZooKeeper session to expire",
+                        path,
+                        wait_s,
+                    )
+                    warned = True
+                time.sleep(0.25)
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, _ = self.zk.get(BrokerIdZNode.path(broker_id))
+        except NoNodeError:
+            return None
+        return BrokerIdZNode.decode(broker_id, data)
+
+    # -- controller ------------------------------------------------------------------
+    def try_become_controller(self, broker_id: int) -> int | None:
+        """Create ``/controller``; on success bump ``/controller_epoch`` and return it."""
+        try:
+            self.zk.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
+        except NodeExistsError:
+            return None
+        while True:
+            try:
+                data, stat = self.zk.get(ControllerEpochZNode.path)
+                epoch = ControllerEpochZNode.decode(data) + 1
+                self.zk.set(
+                    ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch), stat.version
+                )
+                return epoch
+            except NoNodeError:
+                try:
+                    self.zk.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(1))
+                    return 1
+                except NodeExistsError:
+                    continue
+            except BadVersionError:
+                continue
+
+    def get_controller_id(self) -> int | None:
+        try:
+            data, _ = self.zk.get(ControllerZNode.path)
+        except NoNodeError:
+            return None
+        return ControllerZNode.decode(data)
+
+    # -- topics ------------------------------------------------------------------------
+    def get_all_topics(self) -> list[str]:
+        return self.zk.get_children(TopicsZNode.path)
+
+    def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
+        try:
+            data, _ = self.zk.get(TopicZNode.path(topic))
+        except NoNodeError:
+            return None
+        return TopicZNode.decode(data)
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.zk.exists(TopicZNode.path(topic)) is not None
+
+    def create_topic(
+        self, topic: str, assignment: TopicAssignment, config: dict[str, str]
+    ) -> bool:
+        """Write config then assignment in one transaction; False if the topic exists."""
+        tx = self.zk.transaction()
+        config_path = ConfigEntityZNode.path("topics", topic)
+        if self.zk.exists(config_path):
+            tx.set_data(config_path, ConfigEntityZNode.encode(config))
+        else:
+            tx.create(config_path, ConfigEntityZNode.encode(config))
+        tx.create(TopicZNode.path(topic), TopicZNode.encode(assignment))
+        results = tx.commit()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            return False
+        for r in results:
+            if isinstance(r, Exception):
+                raise ZkError(f"creating topic {topic} failed: {r!r}")
+        return True
+
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment) -> None:
+        self.zk.set(TopicZNode.path(topic), TopicZNode.encode(assignment))
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        try:
+            self.zk.create(DeleteTopicsZNode.topic_path(topic), makepath=True)
+        except NodeExistsError:
+            pass
+
+    def topics_marked_for_deletion(self) -> list[str]:
+        return self.zk.get_children(DeleteTopicsZNode.path)
+
+    def delete_topic_znodes(self, topic: str) -> None:
+        for path in (
+            TopicZNode.path(topic),
+            ConfigEntityZNode.path("topics", topic),
+            DeleteTopicsZNode.topic_path(topic),
+        ):
+            try:
+                self.zk.delete(path, recursive=True)
+            except NoNodeError:
+                pass
+
+    # -- partition state -------------------------------------------------------------
+    def get_partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        try:
+            data, stat = self.zk.get(TopicPartitionStateZNode.path(topic, partition))
+        except NoNodeError:
+            return None
+        return TopicPartitionStateZNode.decode(data, stat.version)
+
+    def create_partition_states(self, topic: str, states: dict[int, LeaderAndIsr]) -> None:
+        """Create state znodes, pipelined (thousands of partitions in one go)."""
+        pending = []
+        for partition, state in states.items():
+            path = TopicPartitionStateZNode.path(topic, partition)
+            pending.append(
+                (path, self.zk.create_async(path, TopicPartitionStateZNode.encode(state), makepath=True))
+            )
+        for path, result in pending:
+            try:
+                result.get()
+            except NodeExistsError:
+                log.debug("%s already exists", path)
+
+    def update_partition_state(
+        self, topic: str, partition: int, state: LeaderAndIsr
+    ) -> int | None:
+        """Conditional write on ``state.zk_version``; returns the new version or None."""
+        try:
+            stat = self.zk.set(
+                TopicPartitionStateZNode.path(topic, partition),
+                TopicPartitionStateZNode.encode(state),
+                version=state.zk_version,
+            )
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    # -- configs ---------------------------------------------------------------------
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        try:
+            data, _ = self.zk.get(ConfigEntityZNode.path(entity_type, name))
+        except NoNodeError:
+            return {}
+        return ConfigEntityZNode.decode(data)
+
+    def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
+        path = ConfigEntityZNode.path(entity_type, name)
+        data = ConfigEntityZNode.encode(config)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.zk.create(path, data, makepath=True)
+        self.zk.create(
+            f"{ConfigEntityChangeNotificationZNode.path}/{ConfigEntityChangeNotificationZNode.prefix}",
+            ConfigEntityChangeNotificationZNode.encode(f"{entity_type}/{name}"),
+            sequence=True,
+            makepath=True,
+        )
+
+    # -- producer ids ------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        """Claim the next block of producer ids with a versioned write (retry on race)."""
+        path = ProducerIdBlockZNode.path
+        size = ProducerIdBlockZNode.block_size
+        while True:
+            data, stat = self.zk.get(path)
+            start = ProducerIdBlockZNode.decode(data)[1] + 1 if data else 0
+            end = start + size - 1
+            try:
+                self.zk.set(path, ProducerIdBlockZNode.encode(broker_id, start, end), stat.version)
+                return start, end
+            except BadVersionError:
+                continue

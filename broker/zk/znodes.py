@@ -1,0 +1,289 @@
+"""Every ZooKeeper path Quill uses, with its JSON exactly as Kafka writes it.
+
+One small class per znode (after Kafka's ``kafka.zk.ZkData``): ``path(...)``,
+``encode(...) -> bytes`` and ``decode(bytes) -> value``. Nothing here talks to
+ZooKeeper; ``broker.zk.client`` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dumps({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return json.loads(data)["id"]
+
+    @staticmethod
+    def new_id() -> str:
+        """Kafka's cluster ids: a random UUID in URL-safe base64 without padding."""
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class BrokerIdsZNode:
+    path = "/brokers/ids"
+
+
+@dataclass
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    endpoints: list[str]
+    rack: str | None = None
+    timestamp: str = field(default_factory=_now_ms)
+
+
+class BrokerIdZNode:
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"/brokers/ids/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        protocols = {ep.split("://", 1)[0]: ep.split("://", 1)[0] for ep in info.endpoints}
+        body = {
+            "listener_security_protocol_map": protocols,
+            "endpoints": info.endpoints,
+            "jmx_port": -1,
+            "features": {},
+            "host": info.host,
+            "timestamp": info.timestamp,
+            "port": info.port,
+            "version": 5,
+        }
+        if info.rack is not None:
+            body["rack"] = info.rack
+        return _dumps(body)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes) -> BrokerInfo:
+        body = json.loads(data)
+        endpoints = body.get("endpoints") or [f"PLAINTEXT://{body['host']}:{body['port']}"]
+        host, port = body.get("host"), body.get("port")
+        if not host or port in (None, -1):
+            rest = endpoints[0].split("://", 1)[1]
+            host, port = rest.rsplit(":", 1)
+        return BrokerInfo(
+            id=broker_id,
+            host=host,
+            port=int(port),
+            endpoints=endpoints,
+            rack=body.get("rack"),
+            timestamp=body.get("timestamp", ""),
+        )
+
+
+class TopicsZNode:
+    path = "/brokers/topics"
+
+
+@dataclass
+class TopicAssignment:
+    """``/brokers/topics/<t>``: partition -> replica list, plus the topic id."""
+
+    partitions: dict[int, list[int]]
+    topic_id: str = field(default_factory=lambda: TopicZNode.new_topic_id())
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+
+class TopicZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}"
+
+    @staticmethod
+    def new_topic_id() -> str:
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+    @staticmethod
+    def encode(assignment: TopicAssignment) -> bytes:
+        def strkeys(d: dict[int, list[int]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(d.items())}
+
+        return _dumps(
+            {
+                "partitions": strkeys(assignment.partitions),
+                "topic_id": assignment.topic_id,
+                "adding_replicas": strkeys(assignment.adding_replicas),
+                "removing_replicas": strkeys(assignment.removing_replicas),
+                "version": 3,
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> TopicAssignment:
+        body = json.loads(data)
+
+        def intkeys(d: dict | None) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (d or {}).items()}
+
+        return TopicAssignment(
+            partitions=intkeys(body.get("partitions")),
+            topic_id=body.get("topic_id") or TopicZNode.new_topic_id(),
+            adding_replicas=intkeys(body.get("adding_replicas")),
+            removing_replicas=intkeys(body.get("removing_replicas")),
+        )
+
+
+def topic_id_bytes(topic_id: str) -> bytes:
+    """The 16 bytes of a base64 topic id, as the wire's uuid fields carry it."""
+    return base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+
+
+@dataclass
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int = -1
+
+
+class TopicPartitionStateZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(state: LeaderAndIsr) -> bytes:
+        return _dumps(
+            {
+                "controller_epoch": state.controller_epoch,
+                "leader": state.leader,
+                "version": 1,
+                "leader_epoch": state.leader_epoch,
+                "isr": list(state.isr),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes, zk_version: int = -1) -> LeaderAndIsr:
+        body = json.loads(data)
+        return LeaderAndIsr(
+            leader=body["leader"],
+            leader_epoch=body["leader_epoch"],
+            isr=list(body["isr"]),
+            controller_epoch=body["controller_epoch"],
+            zk_version=zk_version,
+        )
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}/partitions"
+
+
+class ConfigEntityZNode:
+    """``/config/<type>/<name>``: ``{"version":1,"config":{...}}`` for topics, clients, users."""
+
+    @staticmethod
+    def path(entity_type: str, name: str) -> str:
+        return f"/config/{entity_type}/{name}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": dict(sorted(config.items()))})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, str]:
+        if not data:
+            return {}
+        return dict(json.loads(data).get("config") or {})
+
+
+class ConfigEntityChangeNotificationZNode:
+    path = "/config/changes"
+    prefix = "config_change_"
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": entity_path})
+
+
+class ControllerZNode:
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(json.loads(data)["brokerid"])
+
+
+class ControllerEpochZNode:
+    path = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data)
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+    @staticmethod
+    def topic_path(topic: str) -> str:
+        return f"/admin/delete_topics/{topic}"
+
+
+class ProducerIdBlockZNode:
+    """``/latest_producer_id_block``: blocks of 1000 producer ids handed out in turn."""
+
+    path = "/latest_producer_id_block"
+    block_size = 1000
+
+    @staticmethod
+    def encode(broker_id: int, start: int, end: int) -> bytes:
+        return _dumps(
+            {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)}
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, int]:
+        body = json.loads(data)
+        return int(body["block_start"]), int(body["block_end"])
+
+
+# Paths Kafka creates at start so every other path has a parent.
+PERSISTENT_PATHS = [
+    "/brokers/ids",
+    "/brokers/topics",
+    "/brokers/seqid",
+    "/config/changes",
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/admin/delete_topics",
+    "/isr_change_notification",
+    "/latest_producer_id_block",
+    "/log_dir_event_notification",
+]
