@@ -75,7 +75,7 @@ class ReplicaManager:
                 state.leader_epoch,
                 part.log.log_end_offset,
             )
-            part.log.assign_leader_epoch(state.leader_epoch)
+            part.log.leader_epoch_cache.assign(state.leader_epoch, part.log.log_end_offset)
         part.maybe_advance_high_watermark()
         part.wake_waiters()
 

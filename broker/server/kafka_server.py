@@ -77,8 +77,9 @@ class KafkaServer:
         await asyncio.to_thread(self.zk.start, 30.0)
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
         self.cache.cluster_id = cluster_id
+        props = dict(cfg.raw, **{"log.dirs": ",".join(cfg.log_dirs)})
         self.logs = await asyncio.to_thread(
-            LogManager, cfg.log_dirs, self.default_log_config, broker_id=cfg.broker_id, cluster_id=cluster_id
+            LogManager.from_broker_props, props, broker_id=cfg.broker_id, cluster_id=cluster_id
         )
         self.replicas = ReplicaManager(cfg.broker_id, self.logs, self.topic_log_config)
         endpoints = []
@@ -105,7 +106,7 @@ class KafkaServer:
             cfg.broker_id,
             time.monotonic() - started,
             cluster_id,
-            len(self.logs.all_logs()),
+            sum(1 for _ in self.logs.all_logs()),
         )
 
     async def run(self) -> None:
@@ -132,21 +133,11 @@ class KafkaServer:
         self._stop.set()
 
     async def _chores(self) -> None:
-        """Flush by time, retention, checkpoints: cheap calls once a second."""
-        cfg = self.config
-        next_retention = time.monotonic() + cfg["log.retention.check.interval.ms"] / 1000.0
-        next_checkpoint = time.monotonic() + cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0
+        """Flush by time, retention, deletions, checkpoints: whatever is due, each tick."""
+        tick_s = min(1.0, self.config["log.retention.check.interval.ms"] / 1000.0)
         while True:
-            await asyncio.sleep(1.0)
-            now = time.monotonic()
-            now_ms = int(time.time() * 1000)
+            await asyncio.sleep(tick_s)
             try:
-                self.logs.flush_dirty_logs(now_ms)
-                if now >= next_retention:
-                    next_retention = now + cfg["log.retention.check.interval.ms"] / 1000.0
-                    self.logs.cleanup_logs(now_ms)
-                if now >= next_checkpoint:
-                    next_checkpoint = now + cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0
-                    self.logs.checkpoint()
+                self.logs.tick()
             except Exception:
                 log.exception("log maintenance failed; will retry")

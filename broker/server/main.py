@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"quill-broker: {exc}", file=sys.stderr)
         return 2
-    from ..log.manager import LogDirError  # noqa: PLC0415
+    from ..log.manager import LogDirLockedError, MetaPropertiesError  # noqa: PLC0415
     from ..zk.client import ZkError  # noqa: PLC0415
     from .kafka_server import KafkaServer  # noqa: PLC0415
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
             runner.run(run())
-    except (ZkError, LogDirError) as exc:
+    except (ZkError, LogDirLockedError, MetaPropertiesError) as exc:
         log.error("%s", exc)
         return 2
     except KeyboardInterrupt:

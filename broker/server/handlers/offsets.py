@@ -23,15 +23,13 @@ def _list_offset(server: KafkaServer, topic: str, index: int, p: Any) -> dict:
         return {"timestamp": -1, "offset": log.log_start_offset, "leader_epoch": epoch}
     if ts == LATEST:
         return {"timestamp": -1, "offset": log.high_watermark, "leader_epoch": epoch}
-    if ts == MAX_TIMESTAMP:
-        found = log.offset_of_max_timestamp()
-    elif ts < 0:
+    if ts < 0 and ts != MAX_TIMESTAMP:
         raise KafkaError(ErrorCode.invalid_request, f"invalid timestamp {ts}")
-    else:
-        found = log.fetch_offset_by_timestamp(ts)
-    if found is None or found[0] >= log.high_watermark:
+    found = log.fetch_offset_by_timestamp(ts)
+    if found is None or found.offset >= log.high_watermark:
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
-    return {"timestamp": found[1], "offset": found[0], "leader_epoch": epoch}
+    found_epoch = found.leader_epoch if found.leader_epoch is not None else -1
+    return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": found_epoch}
 
 
 async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: Any) -> dict:

@@ -1,0 +1,184 @@
+"""What the operator tools share: options, client configuration, admin client, errors.
+
+Every tool talks to the cluster over the Kafka protocol through confluent_kafka
+(librdkafka), exactly as a third-party tool would. Client properties use Kafka's Java
+client names where librdkafka understands them; the few Java-only ones are translated
+or dropped with a warning (``client_config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+__all__ = [
+    "CliError",
+    "add_bootstrap",
+    "admin_client",
+    "client_config",
+    "describe_error",
+    "parse_properties",
+    "read_properties_file",
+    "result",
+    "run_tool",
+]
+
+DEFAULT_TIMEOUT_S = 30.0
+
+# Java client properties that mean nothing to librdkafka: dropped with a warning.
+_JAVA_ONLY = {
+    "key.serializer",
+    "value.serializer",
+    "key.deserializer",
+    "value.deserializer",
+    "max.block.ms",
+    "max.poll.records",
+    "interceptor.classes",
+    "partitioner.class",
+    "default.api.timeout.ms",
+    "exclude.internal.topics",
+}
+
+
+class CliError(Exception):
+    """A failure to report to the operator as ``NAME: sentence``, with exit code 1."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+def describe_error(exc: BaseException) -> str:
+    """``ERROR_NAME: sentence`` for a KafkaException / KafkaError / CliError / other."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, CliError):
+        return str(exc)
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def kafka_error_name(exc: BaseException) -> str | None:
+    """The Kafka error name carried by a KafkaException, if any."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].name()
+    return None
+
+
+def run_tool(body, argv: Sequence[str] | None, *, prefix: str = "Error") -> int:
+    """Run ``body(argv)``; turn failures into one clear line on stderr and exit code 1."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return body(argv) or 0
+    except (CliError, KafkaException, OSError, ValueError) as exc:
+        print(f"{prefix}: {describe_error(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# --------------------------------------------------------------------------- options
+
+
+def add_bootstrap(parser: argparse.ArgumentParser, *, config_flag: str = "--command-config") -> None:
+    """--bootstrap-server (required) and the client properties file option."""
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="the broker(s) to connect to",
+    )
+    parser.add_argument(
+        config_flag,
+        dest="command_config",
+        metavar="FILE",
+        help="a properties file of client configs (Kafka's names, e.g. security.protocol)",
+    )
+
+
+def parse_properties(items: Iterable[str] | None, *, what: str = "property") -> dict[str, str]:
+    """``["k=v", "k2=v2 k3=v3"]`` -> dict. Each item may hold several space-separated pairs."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        for pair in item.split():
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise CliError("INVALID_CONFIG", f"Invalid {what} {pair!r}: expected key=value.")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def read_properties_file(path: str | None) -> dict[str, str]:
+    """A Java .properties file (``k=v`` or ``k: v`` lines, ``#``/``!`` comments)."""
+    if not path:
+        return {}
+    out: dict[str, str] = {}
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            out[line] = ""
+        else:
+            out[line[:cut].strip()] = line[cut + 1 :].strip()
+    return out
+
+
+def client_config(
+    bootstrap: str,
+    *,
+    config_file: str | None = None,
+    overrides: dict[str, str] | None = None,
+    defaults: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """librdkafka configuration: defaults < properties file < command-line overrides."""
+    conf: dict[str, str] = dict(defaults or {})
+    conf.update(read_properties_file(config_file))
+    conf.update(overrides or {})
+    if "buffer.memory" in conf:
+        conf["queue.buffering.max.kbytes"] = str(max(1, int(conf.pop("buffer.memory")) // 1024))
+    for key in sorted(_JAVA_ONLY & conf.keys()):
+        print(f"WARNING: ignoring Java-only client property {key}", file=sys.stderr)
+        del conf[key]
+    conf["bootstrap.servers"] = bootstrap
+    return conf
+
+
+def admin_client(args: argparse.Namespace):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(args.bootstrap_server, config_file=args.command_config))
+
+
+def result(future, timeout: float = DEFAULT_TIMEOUT_S):
+    """``future.result()`` with a timeout that names itself when it fires."""
+    import concurrent.futures
+
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise CliError(
+            "REQUEST_TIMED_OUT", f"No answer from the cluster within {timeout:.0f} s."
+        ) from None
+
+
+def cluster_topics(admin, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Metadata for all topics (name -> TopicMetadata); fails clearly if unreachable."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return admin.list_topics(timeout=timeout).topics
+    except KafkaException as exc:
+        raise CliError(
+            kafka_error_name(exc) or "NETWORK_EXCEPTION",
+            f"Could not fetch metadata from the cluster: {exc.args[0].str() if exc.args else exc}",
+        ) from None

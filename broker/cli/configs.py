@@ -1,0 +1,204 @@
+"""quill-configs: describe and alter topic and broker configs (Kafka's kafka-configs.sh).
+
+    quill-configs --bootstrap-server b:9092 --entity-type topics --entity-name t \\
+        --alter --add-config retention.ms=1000,cleanup.policy=[compact,delete]
+    Completed updating config for topic t.
+    quill-configs --bootstrap-server b:9092 --entity-type topics --entity-name t --describe
+    Dynamic configs for topic t are:
+      retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+
+from .common import (
+    CliError,
+    add_bootstrap,
+    admin_client,
+    cluster_topics,
+    describe_error,
+    read_properties_file,
+    result,
+)
+
+ENTITY_TYPES = ("topics", "brokers")
+# Kafka splits --add-config on commas that are not inside [...] (lists of values).
+_SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="quill-configs",
+        description="Describe or change the configs of topics and brokers (like kafka-configs.sh).",
+    )
+    add_bootstrap(p)
+    p.add_argument("--entity-type", choices=ENTITY_TYPES, help="the type of entity")
+    p.add_argument("--entity-name", help="the entity's name (topic name, broker id)")
+    p.add_argument("--entity-default", action="store_true",
+                   help="the cluster-wide default for brokers")
+    p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
+    p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name BROKER")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="list configs for the entity")
+    action.add_argument("--alter", action="store_true", help="alter the configs of the entity")
+    p.add_argument("--all", action="store_true",
+                   help="with --describe: all configs, not only dynamic overrides")
+    p.add_argument("--add-config", metavar="K1=V1,K2=[V1,V2],...",
+                   help="configs to add or update; lists of values go in square brackets")
+    p.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to add")
+    p.add_argument("--delete-config", metavar="K1,K2", help="config overrides to remove")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as exc:  # noqa: BLE001: every failure becomes a message and exit 1
+        shown = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+        print(f"Error while executing config command with args '{shown}'", file=sys.stderr)
+        print(describe_error(exc), file=sys.stderr)
+        return 1
+
+
+def _entity(args) -> tuple[str, str | None]:
+    if args.topic is not None:
+        return "topics", args.topic
+    if args.broker is not None:
+        return "brokers", args.broker
+    if args.entity_type is None:
+        raise CliError("INVALID_REQUEST", "--entity-type (topics or brokers) must be specified.")
+    if args.entity_default:
+        if args.entity_type != "brokers":
+            raise CliError("INVALID_REQUEST", "--entity-default is only valid for brokers.")
+        return "brokers", ""
+    return args.entity_type, args.entity_name
+
+
+def _run(args) -> int:
+    entity_type, name = _entity(args)
+    if name is not None and entity_type == "brokers" and name and not name.isdigit():
+        raise CliError("INVALID_REQUEST", f"The entity name for brokers must be a valid integer "
+                       f"broker id, but it is: {name}")
+    admin = admin_client(args)
+    if args.describe:
+        if args.add_config or args.delete_config or args.add_config_file:
+            raise CliError("INVALID_REQUEST", "--add-config/--delete-config need --alter.")
+        names = [name] if name is not None else _all_names(admin, entity_type)
+        for entity in names:
+            _describe(admin, entity_type, entity, args.all)
+        return 0
+    if name is None:
+        raise CliError("INVALID_REQUEST", "--entity-name must be specified with --alter.")
+    return _alter(admin, args, entity_type, name)
+
+
+def _all_names(admin, entity_type: str) -> list[str]:
+    if entity_type == "topics":
+        return sorted(cluster_topics(admin))
+    return [str(b) for b in sorted(admin.list_topics(timeout=30).brokers)]
+
+
+def _resource(entity_type: str, name: str):
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    kind = ResourceType.TOPIC if entity_type == "topics" else ResourceType.BROKER
+    return ConfigResource(kind, name)
+
+
+def _source_name(source) -> str:
+    from confluent_kafka.admin import ConfigSource
+
+    name = ConfigSource(source).name
+    return "UNKNOWN" if name == "UNKNOWN_CONFIG" else name
+
+
+def _fetch(admin, entity_type: str, name: str) -> dict:
+    resource = _resource(entity_type, name)
+    return result(admin.describe_configs([resource])[resource])
+
+
+def _describe(admin, entity_type: str, name: str, describe_all: bool) -> None:
+    entries = _fetch(admin, entity_type, name)
+    wanted = "DYNAMIC_TOPIC_CONFIG" if entity_type == "topics" else (
+        "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    )
+    label = f"{entity_type[:-1]} {name}" if name else "brokers in the cluster"
+    heading = "All" if describe_all else ("Dynamic" if name else "Default")
+    print(f"{heading} configs for {label} are:")
+    for entry in sorted(entries.values(), key=lambda e: e.name):
+        if not describe_all and _source_name(entry.source) != wanted:
+            continue
+        synonyms = ", ".join(
+            f"{_source_name(s.source)}:{s.name}={_shown(s)}" for s in entry.synonyms.values()
+        )
+        print(f"  {entry.name}={_shown(entry)} sensitive={str(entry.is_sensitive).lower()} "
+              f"synonyms={{{synonyms}}}")
+
+
+def _shown(entry) -> str:
+    return "null" if entry.is_sensitive or entry.value is None else entry.value
+
+
+# --------------------------------------------------------------------------- alter
+
+
+def parse_add_config(text: str | None) -> dict[str, str]:
+    """Kafka's ``k1=v1,k2=[v1,v2],k3=v3`` syntax -> {"k1": "v1", "k2": "v1,v2", ...}."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for pair in _SPLIT.split(text):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError("INVALID_CONFIG", "Invalid entity config: all configs to be added must "
+                           "be in the format \"key=val\" or \"key=[val1,val2]\".")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def _alter(admin, args, entity_type: str, name: str) -> int:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    adds = read_properties_file(args.add_config_file)
+    adds.update(parse_add_config(args.add_config))
+    deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    if not adds and not deletes:
+        raise CliError("INVALID_REQUEST", "--alter needs --add-config, --add-config-file or "
+                       "--delete-config.")
+    both = sorted(set(adds) & set(deletes))
+    if both:
+        raise CliError("INVALID_CONFIG", f"Config(s) {','.join(both)} cannot be both added and "
+                       "deleted.")
+    current = _fetch(admin, entity_type, name)  # also: the entity must exist
+    dynamic = {e.name for e in current.values() if _source_name(e.source).startswith("DYNAMIC")}
+    unknown = [k for k in deletes if k not in dynamic]
+    if unknown:
+        raise CliError("INVALID_CONFIG", f"Invalid config(s): {','.join(unknown)}")
+    resource = _resource(entity_type, name)
+    for key, value in adds.items():
+        resource.add_incremental_config(
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        )
+    for key in deletes:
+        resource.add_incremental_config(
+            ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
+        )
+    result(admin.incremental_alter_configs([resource])[resource])
+    label = f"{entity_type[:-1]} {name}" if name else "default config for brokers in the cluster"
+    if name:
+        print(f"Completed updating config for {label}.")
+    else:
+        print(f"Completed updating {label}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Kafka's text checkpoint files.
+
+Format (Kafka's CheckpointFile): a version line, a count line, then one entry per
+line. Written to ``<name>.tmp``, fsynced, renamed over the old file, and the directory
+fsynced, so a crash leaves either the old or the new file.
+
+- OffsetCheckpointFile (version 0, ``topic partition offset``): the per-log-dir
+  ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (high watermarks) and ``cleaner-offset-checkpoint``.
+- The ``leader-epoch-checkpoint`` (version 0, ``epoch startOffset``) uses the same
+  CheckpointFile; see leader_epoch.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Generic, TypeVar
+
+__all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
+    "CheckpointError",
+    "CheckpointFile",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "OffsetCheckpointFile",
+    "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "fsync_dir",
+    "write_atomically",
+]
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+T = TypeVar("T")
+
+
+class CheckpointError(OSError):
+    """A checkpoint file that cannot be parsed."""
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or new file in it survives a crash."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via ``path.tmp``: fsync, rename, fsync the directory."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class CheckpointFile(Generic[T]):
+    """Version line, count line, one formatted entry per line."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        version: int,
+        to_line: Callable[[T], str],
+        from_line: Callable[[list[str]], T],
+    ) -> None:
+        self.path = Path(path)
+        self.version = version
+        self._to_line = to_line
+        self._from_line = from_line
+
+    def write(self, entries: Iterable[T]) -> None:
+        items = list(entries)
+        lines = [str(self.version), str(len(items))] + [self._to_line(e) for e in items]
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+
+    def read(self) -> list[T]:
+        """The entries; [] if the file does not exist or is empty. Raises
+        CheckpointError on a malformed file."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        lines = text.splitlines()
+        if not lines:
+            return []
+        if self._int(lines[0]) != self.version:
+            raise CheckpointError(
+                f"Unrecognised version:{lines[0]}, expected version: {self.version} in "
+                f"checkpoint file at: {self.path}"
+            )
+        if len(lines) < 2:
+            return []
+        expected = self._int(lines[1])
+        entries = []
+        for line in lines[2:]:
+            try:
+                entries.append(self._from_line(line.split(" ")))
+            except (ValueError, IndexError):
+                raise self._malformed(line) from None
+        if len(entries) != expected:
+            raise CheckpointError(
+                f"Expected [{expected}] entries in checkpoint file [{self.path}], but found "
+                f"only [{len(entries)}]"
+            )
+        return entries
+
+    def _int(self, line: str) -> int:
+        try:
+            return int(line)
+        except ValueError:
+            raise self._malformed(line) from None
+
+    def _malformed(self, line: str) -> CheckpointError:
+        return CheckpointError(f"Malformed line in checkpoint file [{self.path}]: {line}")
+
+
+def _offset_entry(parts: list[str]) -> tuple[tuple[str, int], int]:
+    if len(parts) != 3:
+        raise ValueError(parts)
+    return (parts[0], int(parts[1])), int(parts[2])
+
+
+class OffsetCheckpointFile:
+    """``topic partition offset`` lines (Kafka's OffsetCheckpointFile, version 0)."""
+
+    VERSION = 0
+
+    def __init__(self, path: Path | str) -> None:
+        self._file: CheckpointFile[tuple[tuple[str, int], int]] = CheckpointFile(
+            path,
+            self.VERSION,
+            lambda e: f"{e[0][0]} {e[0][1]} {e[1]}",
+            _offset_entry,
+        )
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        self._file.write(sorted(offsets.items()))
+
+    def read(self) -> dict[tuple[str, int], int]:
+        return dict(self._file.read())

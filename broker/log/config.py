@@ -1,0 +1,495 @@
+"""Topic-level log configuration: Kafka's names, types, defaults and validation.
+
+``LogConfig`` holds one value per topic config key (attribute = key with dots as
+underscores, e.g. ``segment.bytes`` -> ``segment_bytes``). It is built from:
+
+- Kafka's own defaults (``LogConfig()``),
+- the broker's ``server.properties`` (``LogConfig.from_broker_props``), through
+  Kafka's synonym table (``log.retention.hours`` -> ``retention.ms`` and so on),
+- a topic's overrides (``LogConfig.from_props(overrides, defaults=broker_default)``).
+
+It remembers where each value came from so ``describe()`` can answer
+DescribeConfigs with Kafka's config sources and synonyms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from broker.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "BROKER_SYNONYMS",
+    "ConfigDescription",
+    "ConfigSource",
+    "LogConfig",
+    "TOPIC_CONFIG_KEYS",
+]
+
+LONG_MAX = (1 << 63) - 1
+LONG_MIN = -(1 << 63)
+INT_MAX = (1 << 31) - 1
+INT_MIN = -(1 << 31)
+
+#: Records.LOG_OVERHEAD (offset + size prefix) added to 1 MiB, as Kafka does.
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
+WEEK_MS = 7 * 24 * 60 * 60 * 1000
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: codec id (record batch attributes & 7) per compression.type value
+CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs config_source values (Kafka's ConfigSource)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs config_type values (Kafka's ConfigDef.Type ids)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigDescription(NamedTuple):
+    """One row of DescribeConfigs for a topic."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    is_default: bool
+    config_type: ConfigType
+    #: (name, value, source), most specific first, like Kafka's synonyms list
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+    read_only: bool = False
+    is_sensitive: bool = False
+
+
+def _invalid(key: str, value: object, reason: str) -> KafkaError:
+    return KafkaError(
+        ErrorCode.invalid_config, f"Invalid value {value} for configuration {key}: {reason}"
+    )
+
+
+# --- parsers: str (or already-typed value) -> typed value ------------------------------
+
+
+def _parse_int(lo: int, hi: int, tname: str) -> Callable[[str, Any], int]:
+    def parse(key: str, raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise _invalid(key, raw, f"Not a number of type {tname}")
+        if isinstance(raw, int):
+            value = raw
+        else:
+            text = str(raw).strip()
+            if not re.fullmatch(r"[+-]?\d+", text):
+                raise _invalid(key, raw, f"Not a number of type {tname}")
+            value = int(text)
+        if not lo <= value <= hi:
+            raise _invalid(key, raw, f"Not a number of type {tname}")
+        return value
+
+    return parse
+
+
+_INT = _parse_int(INT_MIN, INT_MAX, "INT")
+_LONG = _parse_int(LONG_MIN, LONG_MAX, "LONG")
+
+
+def _BOOL(key: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise _invalid(key, raw, "Expected value to be either true or false")
+
+
+def _DOUBLE(key: str, raw: Any) -> float:
+    try:
+        return float(str(raw).strip()) if not isinstance(raw, float) else raw
+    except ValueError:
+        raise _invalid(key, raw, "Not a number of type DOUBLE") from None
+
+
+def _STRING(key: str, raw: Any) -> str:
+    return str(raw).strip()
+
+
+def _LIST(key: str, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, (list, tuple)):
+        return tuple(str(x).strip() for x in raw)
+    text = str(raw).strip()
+    return tuple(p.strip() for p in text.split(",")) if text else ()
+
+
+# --- validators ---------------------------------------------------------------------
+
+
+def _at_least(minimum: float) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value < minimum:
+            raise _invalid(key, _fmt(value), f"Value must be at least {minimum}")
+
+    return check
+
+
+def _between(lo: float, hi: float) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value < lo:
+            raise _invalid(key, _fmt(value), f"Value must be at least {lo}")
+        if value > hi:
+            raise _invalid(key, _fmt(value), f"Value must be no more than {hi}")
+
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value not in choices:
+            raise _invalid(key, value, "String must be one of: " + ", ".join(choices))
+
+    return check
+
+
+def _list_of(*choices: str) -> Callable[[str, Any], None]:
+    def check(key: str, value: tuple[str, ...]) -> None:
+        for item in value:
+            if item.lower() not in choices:
+                raise _invalid(key, item, "String must be one of: " + ", ".join(choices))
+
+    return check
+
+
+def _throttled_replicas(key: str, value: tuple[str, ...]) -> None:
+    if value == ("*",) or all(re.fullmatch(r"\d+:\d+", v) for v in value):
+        return
+    raise _invalid(
+        key,
+        ",".join(value),
+        "must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+    )
+
+
+def _version(key: str, value: str) -> None:
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", value):
+        raise _invalid(key, value, f"Version `{value}` is not a valid version")
+
+
+class _Key(NamedTuple):
+    ctype: ConfigType
+    parse: Callable[[str, Any], Any]
+    check: Callable[[str, Any], None] | None = None
+
+
+_T = ConfigType
+#: Kafka's topic config definitions (LogConfig.CONFIG), in alphabetical order; the
+#: defaults are the LogConfig dataclass field defaults.
+TOPIC_CONFIG_KEYS: dict[str, _Key] = {
+    "cleanup.policy": _Key(_T.LIST, _LIST, _list_of("compact", "delete")),
+    "compression.gzip.level": _Key(_T.INT, _INT, None),  # 1..9 or -1: checked in _check_combined
+    "compression.lz4.level": _Key(_T.INT, _INT, _between(1, 17)),
+    "compression.type": _Key(_T.STRING, _STRING, _one_of(*COMPRESSION_TYPES)),
+    "compression.zstd.level": _Key(_T.INT, _INT, _between(-131072, 22)),
+    "delete.retention.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "file.delete.delay.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "flush.messages": _Key(_T.LONG, _LONG, _at_least(1)),
+    "flush.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "follower.replication.throttled.replicas": _Key(_T.LIST, _LIST, _throttled_replicas),
+    "index.interval.bytes": _Key(_T.INT, _INT, _at_least(0)),
+    "leader.replication.throttled.replicas": _Key(_T.LIST, _LIST, _throttled_replicas),
+    "local.retention.bytes": _Key(_T.LONG, _LONG, _at_least(-2)),
+    "local.retention.ms": _Key(_T.LONG, _LONG, _at_least(-2)),
+    "max.compaction.lag.ms": _Key(_T.LONG, _LONG, _at_least(1)),
+    "max.message.bytes": _Key(_T.INT, _INT, _at_least(0)),
+    "message.downconversion.enable": _Key(_T.BOOLEAN, _BOOL),
+    "message.format.version": _Key(_T.STRING, _STRING, _version),
+    "message.timestamp.after.max.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "message.timestamp.before.max.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "message.timestamp.difference.max.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "message.timestamp.type": _Key(_T.STRING, _STRING, _one_of("CreateTime", "LogAppendTime")),
+    "min.cleanable.dirty.ratio": _Key(_T.DOUBLE, _DOUBLE, _between(0, 1)),
+    "min.compaction.lag.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "min.insync.replicas": _Key(_T.INT, _INT, _at_least(1)),
+    "preallocate": _Key(_T.BOOLEAN, _BOOL),
+    "remote.storage.enable": _Key(_T.BOOLEAN, _BOOL),
+    "retention.bytes": _Key(_T.LONG, _LONG),
+    "retention.ms": _Key(_T.LONG, _LONG, _at_least(-1)),
+    # LegacyRecord.RECORD_OVERHEAD_V0 = 14 is Kafka's floor for segment.bytes
+    "segment.bytes": _Key(_T.INT, _INT, _at_least(14)),
+    "segment.index.bytes": _Key(_T.INT, _INT, _at_least(4)),
+    "segment.jitter.ms": _Key(_T.LONG, _LONG, _at_least(0)),
+    "segment.ms": _Key(_T.LONG, _LONG, _at_least(1)),
+    "unclean.leader.election.enable": _Key(_T.BOOLEAN, _BOOL),
+}
+
+_HOURS = 3600 * 1000
+_MINUTES = 60 * 1000
+#: topic key -> broker keys in priority order, with the multiplier to milliseconds
+#: (Kafka's ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS).
+BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOURS)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOURS)),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", _MINUTES),
+        ("log.retention.hours", _HOURS),
+    ),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "compression.type": (("compression.type", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "message.format.version": (("log.message.format.version", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
+    "local.retention.ms": (("log.local.retention.ms", 1),),
+    "local.retention.bytes": (("log.local.retention.bytes", 1),),
+}
+
+
+def _fmt(value: Any) -> str:
+    """A value as Kafka prints it in DescribeConfigs."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def _attr(key: str) -> str:
+    return key.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Per-topic log settings; attribute names are Kafka's keys with ``_`` for ``.``."""
+
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_type: str = "producer"
+    compression_zstd_level: int = 3
+    delete_retention_ms: int = 86400000
+    file_delete_delay_ms: int = 60000
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
+    index_interval_bytes: int = 4096
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    local_retention_bytes: int = -2
+    local_retention_ms: int = -2
+    max_compaction_lag_ms: int = LONG_MAX
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    message_downconversion_enable: bool = True
+    message_format_version: str = "3.0-IV1"
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_type: str = "CreateTime"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    min_insync_replicas: int = 1
+    preallocate: bool = False
+    remote_storage_enable: bool = False
+    retention_bytes: int = -1
+    retention_ms: int = WEEK_MS
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_index_bytes: int = 10 * 1024 * 1024
+    segment_jitter_ms: int = 0
+    segment_ms: int = WEEK_MS
+    unclean_leader_election_enable: bool = False
+
+    #: topic keys set as topic overrides (source DYNAMIC_TOPIC_CONFIG), with raw values
+    overrides: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: topic key -> (broker key, raw value) for values taken from server.properties
+    broker_values: Mapping[str, tuple[str, str]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    # --- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any], defaults: LogConfig | None = None) -> LogConfig:
+        """Topic overrides (Kafka topic keys -> values, usually strings) on top of
+        ``defaults`` (the broker's default LogConfig, or Kafka's defaults).
+
+        Raises KafkaError(INVALID_CONFIG) naming the key for unknown keys, values of the
+        wrong type and values out of range.
+        """
+        base = defaults if defaults is not None else cls()
+        values: dict[str, Any] = {}
+        overrides = dict(base.overrides)
+        for key, raw in props.items():
+            spec = TOPIC_CONFIG_KEYS.get(key)
+            if spec is None:
+                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
+            value = spec.parse(key, raw)
+            if spec.check is not None:
+                spec.check(key, value)
+            values[_attr(key)] = value
+            overrides[key] = _fmt(value)
+        config = dataclasses.replace(base, overrides=overrides, **values)
+        config._check_combined()
+        return config
+
+    @classmethod
+    def from_broker_props(cls, broker_props: Mapping[str, Any]) -> LogConfig:
+        """The default LogConfig of a broker, from its server.properties (Kafka's
+        broker-level names such as log.segment.bytes, log.retention.hours,
+        message.max.bytes), using the first synonym that is set."""
+        values: dict[str, Any] = {}
+        used: dict[str, tuple[str, str]] = {}
+        for key, synonyms in BROKER_SYNONYMS.items():
+            spec = TOPIC_CONFIG_KEYS[key]
+            for broker_key, factor in synonyms:
+                raw = broker_props.get(broker_key)
+                if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+                    continue
+                value = spec.parse(broker_key, raw)
+                if factor != 1:
+                    value = value * factor
+                if key == "retention.ms" and value < 0:
+                    value = -1  # KafkaConfig.logRetentionTimeMillis: negative means unlimited
+                if spec.check is not None:
+                    spec.check(broker_key, value)
+                values[_attr(key)] = value
+                used[key] = (broker_key, _fmt(spec.parse(broker_key, raw)))
+                break
+        config = dataclasses.replace(cls(), broker_values=used, **values)
+        config._check_combined()
+        return config
+
+    def _check_combined(self) -> None:
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms})"
+                f" > max.compaction.lag.ms ({self.max_compaction_lag_ms})",
+            )
+        gzip = self.compression_gzip_level
+        if gzip != -1 and not 1 <= gzip <= 9:
+            raise _invalid(
+                "compression.gzip.level", gzip, "Value must be between 1 and 9, or -1 (default)"
+            )
+
+    # --- derived settings (Kafka's LogConfig getters) ----------------------------------
+
+    def get(self, key: str) -> Any:
+        """The typed value of a Kafka topic config key."""
+        if key not in TOPIC_CONFIG_KEYS:
+            raise KeyError(key)
+        return getattr(self, _attr(key))
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in (p.lower() for p in self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in (p.lower() for p in self.cleanup_policy)
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """message.timestamp.before.max.ms, falling back to the deprecated
+        message.timestamp.difference.max.ms while the former is at its default."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def max_segment_ms(self) -> int:
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
+    def target_codec(self) -> int | None:
+        """The codec id appends must be stored with, or None to keep the producer's."""
+        return CODEC_IDS.get(self.compression_type)
+
+    # --- DescribeConfigs -----------------------------------------------------------------
+
+    def describe(self) -> list[ConfigDescription]:
+        """One row per topic key: value, Kafka config source, and synonyms."""
+        rows = []
+        for key, spec in TOPIC_CONFIG_KEYS.items():
+            synonyms: list[tuple[str, str | None, ConfigSource]] = []
+            if key in self.overrides:
+                synonyms.append((key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            if key in self.broker_values:
+                broker_key, raw = self.broker_values[key]
+                synonyms.append((broker_key, raw, ConfigSource.STATIC_BROKER_CONFIG))
+            default = getattr(_KAFKA_DEFAULTS, _attr(key))
+            synonyms.append((key, _fmt(default), ConfigSource.DEFAULT_CONFIG))
+            source = synonyms[0][2]
+            rows.append(
+                ConfigDescription(
+                    name=key,
+                    value=_fmt(self.get(key)),
+                    source=source,
+                    is_default=source == ConfigSource.DEFAULT_CONFIG,
+                    config_type=spec.ctype,
+                    synonyms=tuple(synonyms),
+                )
+            )
+        return rows
+
+    def to_props(self) -> dict[str, str]:
+        """The topic overrides as strings (what ZooKeeper's /config/topics holds)."""
+        return dict(self.overrides)
+
+    def values(self) -> dict[str, str]:
+        """Every topic key with its effective value as a string."""
+        return {key: _fmt(self.get(key)) for key in TOPIC_CONFIG_KEYS}
+
+
+_KAFKA_DEFAULTS = LogConfig()

@@ -1,0 +1,414 @@
+"""LogManager: every partition log of a broker, across its log dirs (Kafka's LogManager).
+
+Per log dir it holds a ``.lock`` (``flock``; a second broker on the same dir fails
+with a clear error), checks ``meta.properties`` (broker.id, cluster.id, version=0),
+reads and writes the offset checkpoints, and writes ``.kafka_cleanshutdown`` on close
+so the next start skips recovery.
+
+There are no threads: the server calls ``tick(now_ms)`` (or the individual periodic
+methods) from its loop; each is cheap when nothing is due.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from broker.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    OffsetCheckpointFile,
+    fsync_dir,
+    write_atomically,
+)
+from broker.log.config import LogConfig
+from broker.log.log import Log, parse_topic_partition
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from broker.log.segment import DeletionQueue
+
+__all__ = ["LogDirLockedError", "LogManager", "MetaPropertiesError", "read_meta_properties"]
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+TopicPartition = tuple[str, int]
+
+
+class LogDirLockedError(RuntimeError):
+    """Another process holds the ``.lock`` of a log dir."""
+
+
+class MetaPropertiesError(RuntimeError):
+    """``meta.properties`` disagrees with this broker's broker.id or cluster.id."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def read_meta_properties(log_dir: Path | str) -> dict[str, str]:
+    """The key=value pairs of ``meta.properties`` ({} if absent)."""
+    path = Path(log_dir) / META_PROPERTIES
+    if not path.exists():
+        return {}
+    props = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+class LogManager:
+    """All logs of this broker. ``log_dirs``: Kafka's log.dirs."""
+
+    def __init__(
+        self,
+        log_dirs: list[str] | list[Path],
+        default_config: LogConfig | None = None,
+        *,
+        broker_id: int | None = None,
+        cluster_id: str | None = None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        retention_check_interval_ms: int = 300000,
+        recovery_point_checkpoint_interval_ms: int = 60000,
+        start_offset_checkpoint_interval_ms: int = 60000,
+        high_watermark_checkpoint_interval_ms: int = 5000,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        producer_id_expiration_check_interval_ms: int = 600000,
+        now_ms: int | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("At least one log dir is needed (log.dirs)")
+        self.log_dirs = [Path(d).absolute() for d in log_dirs]
+        self.default_config = default_config if default_config is not None else LogConfig()
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.deleter = DeletionQueue()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._doomed_dirs: list[tuple[int, Path, Log | None]] = []
+        self._locks: list[int] = []
+        now = _now_ms() if now_ms is None else now_ms
+        self._intervals = {
+            "cleanup": retention_check_interval_ms,
+            "recovery": recovery_point_checkpoint_interval_ms,
+            "start": start_offset_checkpoint_interval_ms,
+            "hw": high_watermark_checkpoint_interval_ms,
+            "producers": producer_id_expiration_check_interval_ms,
+        }
+        self._last_run = dict.fromkeys(self._intervals, now)
+        try:
+            for d in self.log_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._lock(d)
+            if broker_id is not None:
+                self.ensure_meta_properties(broker_id, cluster_id)
+            self._load_logs(now)
+        except BaseException:
+            self._release_locks()
+            raise
+        self.closed = False
+
+    @classmethod
+    def from_broker_props(cls, props: Mapping[str, str], **kwargs) -> LogManager:
+        """Build from server.properties: log.dirs (or log.dir), the default LogConfig,
+        and the checkpoint / retention intervals."""
+        dirs = props.get("log.dirs") or props.get("log.dir") or "/tmp/kafka-logs"
+        intervals = {
+            "retention_check_interval_ms": "log.retention.check.interval.ms",
+            "recovery_point_checkpoint_interval_ms": "log.flush.offset.checkpoint.interval.ms",
+            "start_offset_checkpoint_interval_ms": "log.flush.start.offset.checkpoint.interval.ms",
+            "high_watermark_checkpoint_interval_ms": "replica.high.watermark.checkpoint.interval.ms",
+            "producer_id_expiration_ms": "producer.id.expiration.ms",
+            "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
+        }
+        for arg, key in intervals.items():
+            if key in props and arg not in kwargs:
+                kwargs[arg] = int(props[key])
+        if "broker.id" in props and "broker_id" not in kwargs and int(props["broker.id"]) >= 0:
+            kwargs["broker_id"] = int(props["broker.id"])
+        return cls(
+            [d.strip() for d in dirs.split(",") if d.strip()],
+            LogConfig.from_broker_props(props),
+            **kwargs,
+        )
+
+    # --- log dirs: lock, meta.properties -------------------------------------------------
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"Failed to acquire lock on file .lock in {log_dir}. A Kafka instance in "
+                f"another process or thread is using this directory."
+            ) from None
+        self._locks.append(fd)
+
+    def _release_locks(self) -> None:
+        for fd in self._locks:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._locks = []
+
+    def ensure_meta_properties(self, broker_id: int, cluster_id: str | None = None) -> None:
+        """Check every dir's meta.properties against broker.id (and cluster.id when
+        known), then write it where missing or incomplete."""
+        for d in self.log_dirs:
+            props = read_meta_properties(d)
+            stored = props.get("broker.id")
+            if stored is not None and int(stored) != broker_id:
+                raise MetaPropertiesError(
+                    f"Configured broker.id {broker_id} doesn't match stored broker.id {stored} "
+                    f"in meta.properties in {d}. If you moved your data, make sure your "
+                    f"configured broker.id matches. If you intend to create a new broker, you "
+                    f"should remove all data in your data directories (log.dirs)."
+                )
+            stored_cluster = props.get("cluster.id")
+            if cluster_id is not None and stored_cluster not in (None, cluster_id):
+                raise MetaPropertiesError(
+                    f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored_cluster} "
+                    f"in meta.properties in {d}. The broker is trying to join the wrong "
+                    f"cluster. Configured zookeeper.connect may be wrong."
+                )
+            cluster = cluster_id or stored_cluster
+            if stored is None or (cluster is not None and stored_cluster is None):
+                lines = [
+                    "#",
+                    f"#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}",
+                    "version=0",
+                    f"broker.id={broker_id}",
+                ]
+                if cluster is not None:
+                    lines.append(f"cluster.id={cluster}")
+                write_atomically(d / META_PROPERTIES, ("\n".join(lines) + "\n").encode())
+
+    # --- loading -------------------------------------------------------------------------
+
+    def _read_checkpoint(self, log_dir: Path, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(log_dir / name).read()
+        except (CheckpointError, OSError) as exc:
+            log.warning("Error reading %s in %s (%s); using defaults", name, log_dir, exc)
+            return {}
+
+    def _load_logs(self, now: int) -> None:
+        for d in self.log_dirs:
+            marker = d / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+            hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+            for sub in sorted(p for p in d.iterdir() if p.is_dir()):
+                if sub.name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(sub, ignore_errors=True)
+                    continue
+                if sub.name.endswith(("-future", "-stray")):
+                    continue
+                try:
+                    tp = parse_topic_partition(sub.name)
+                except ValueError:
+                    log.warning("Ignoring directory %s: not in the form topic-partition", sub)
+                    continue
+                if tp in self._logs:
+                    raise RuntimeError(
+                        f"Duplicate log directories for {tp[0]}-{tp[1]} are found in both "
+                        f"{self._logs[tp].dir} and {sub}."
+                    )
+                self._logs[tp] = Log(
+                    sub,
+                    self.config_for(tp[0]),
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    high_watermark=hws.get(tp),
+                    had_clean_shutdown=clean,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
+                    deleter=self.deleter,
+                    now_ms=now,
+                )
+            if clean:
+                marker.unlink()
+
+    # --- logs ----------------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> Iterator[tuple[TopicPartition, Log]]:
+        return iter(list(self._logs.items()))
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, now_ms: int | None = None
+    ) -> Log:
+        """The log, created (in the log dir holding the fewest partitions) if absent."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if config is not None:
+            self.topic_configs[topic] = config
+        counts = {d: 0 for d in self.log_dirs}
+        for lg in self._logs.values():
+            parent = lg.dir.parent
+            if parent in counts:
+                counts[parent] += 1
+        target = min(self.log_dirs, key=lambda d: counts[d])
+        directory = target / f"{topic}-{partition}"
+        lg = Log(
+            directory,
+            self.config_for(topic),
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            deleter=self.deleter,
+            now_ms=now_ms,
+        )
+        fsync_dir(target)
+        self._logs[(topic, partition)] = lg
+        return lg
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """New topic config (from ZooKeeper): applies to existing and future logs."""
+        self.topic_configs[topic] = config
+        for (t, _), lg in self._logs.items():
+            if t == topic:
+                lg.config = config
+
+    def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
+        """Rename ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete``; files go after
+        file.delete.delay.ms (descriptors stay open until then for in-flight reads)."""
+        lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return False
+        doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        lg.rename_dir(doomed)
+        fsync_dir(doomed.parent)
+        due = (_now_ms() if now_ms is None else now_ms) + lg.config.file_delete_delay_ms
+        self._doomed_dirs.append((due, doomed, lg))
+        return True
+
+    def _delete_doomed_dirs(self, now: int, force: bool = False) -> None:
+        keep = []
+        for due, path, lg in self._doomed_dirs:
+            if force or due <= now:
+                if lg is not None:
+                    lg.delete()
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                keep.append((due, path, lg))
+        self._doomed_dirs = keep
+
+    # --- periodic work -------------------------------------------------------------------
+
+    def _due(self, task: str, now: int) -> bool:
+        if now - self._last_run[task] >= self._intervals[task]:
+            self._last_run[task] = now
+            return True
+        return False
+
+    def tick(self, now_ms: int | None = None) -> None:
+        """Everything periodic that is due: flushes, retention, deletions, checkpoints."""
+        now = _now_ms() if now_ms is None else now_ms
+        self.flush_dirty_logs(now)
+        if self._due("cleanup", now):
+            self.cleanup_logs(now)
+        if self._due("producers", now):
+            for _, lg in self.all_logs():
+                lg.producer_state.remove_expired_producers(now)
+        self.deleter.run(now)
+        if self._doomed_dirs:
+            self._delete_doomed_dirs(now)
+        if self._due("recovery", now):
+            self.checkpoint_recovery_points()
+        if self._due("start", now):
+            self.checkpoint_log_start_offsets()
+        if self._due("hw", now):
+            self.checkpoint_high_watermarks()
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        """Flush logs whose flush.ms elapsed, and segments rolled since the last call."""
+        now = _now_ms() if now_ms is None else now_ms
+        flushed = 0
+        for lg in self._logs.values():
+            lg.flush_rolled_segments(now)
+            if now - lg.last_flush_ms >= lg.config.flush_ms:
+                lg.flush(now_ms=now)
+                flushed += 1
+        return flushed
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention (retention.ms / retention.bytes / log start offset) on every log;
+        returns the number of segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = sum(lg.delete_retention_segments(now) for lg in self._logs.values())
+        self.deleter.run(now)
+        return deleted
+
+    def _by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
+        out: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        for tp, lg in self._logs.items():
+            out.setdefault(lg.dir.parent, {})[tp] = lg
+        return out
+
+    def checkpoint_recovery_points(self) -> None:
+        for d, logs in self._by_dir().items():
+            data = {tp: lg.recovery_point for tp, lg in logs.items()}
+            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(data)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d, logs in self._by_dir().items():
+            data = {tp: lg.log_start_offset for tp, lg in logs.items()}
+            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(data)
+
+    def checkpoint_high_watermarks(self) -> None:
+        for d, logs in self._by_dir().items():
+            data = {tp: lg.high_watermark for tp, lg in logs.items()}
+            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(data)
+
+    def checkpoint(self) -> None:
+        """Write recovery points, log start offsets and high watermarks now."""
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def log_dir_sizes(self) -> dict[str, dict[TopicPartition, int]]:
+        """DescribeLogDirs: log dir -> {(topic, partition): size in bytes}."""
+        return {
+            str(d): {tp: lg.size_bytes for tp, lg in logs.items()}
+            for d, logs in self._by_dir().items()
+        }
+
+    def close(self) -> None:
+        """Flush and close every log, checkpoint, mark each dir cleanly shut down, and
+        release the locks."""
+        if self.closed:
+            return
+        for lg in self._logs.values():
+            lg.flush()
+            lg.close()
+        self.checkpoint()
+        self.deleter.run_all()
+        self._delete_doomed_dirs(0, force=True)
+        for d in self.log_dirs:
+            write_atomically(d / CLEAN_SHUTDOWN_FILE, b"")
+        self._release_locks()
+        self.closed = True
