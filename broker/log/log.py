@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 import os
 import random
+import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,10 +47,19 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 
+_DELETE_DIR = re.compile(r"^(\S+-\d+)\.[0-9a-fA-F]+-delete$")
+
+
+def is_delete_dir(name: str) -> bool:
+    """A ``<topic>-<n>.<uuid>-delete`` directory (a deleted log awaiting removal)."""
+    return _DELETE_DIR.match(name) is not None
+
+
 def parse_topic_partition(name: str) -> tuple[str, int]:
     """``my-topic-3`` -> ("my-topic", 3); also ``my-topic-3.<uuid>-delete``."""
-    if name.endswith("-delete") and "." in name:
-        name = name[: name.rindex(".")]
+    doomed = _DELETE_DIR.match(name)
+    if doomed:
+        name = doomed.group(1)
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"Found directory {name!r}, which is not in the form topic-partition")
@@ -169,9 +180,8 @@ class Log:
         says so, rolls if needed, writes. A retried batch returns its original offsets
         with ``duplicate=True`` and writes nothing."""
         config = self.config
-        if memoryview(records).readonly:  # offsets are written in place
+        if memoryview(records).readonly:  # offsets are written in place: copy (same positions)
             records = bytearray(records)
-            headers = None
         if headers is None:
             headers = validate_produce(records, max_message_bytes=config.max_message_bytes)
         now = wall_clock_ms() if now_ms is None else now_ms
@@ -193,6 +203,7 @@ class Log:
                 duplicate=True,
             )
         records, headers = maybe_recompress(records, headers, config)
+        self._check_fits_segment(len(records))
         info = assign_offsets(
             records, headers, self._leo, leader_epoch, log_append_time_ms=append_time
         )
@@ -219,6 +230,7 @@ class Log:
         valid, headers = follower_batches(records, self._leo)
         if not headers:
             return None
+        self._check_fits_segment(valid)
         max_ts, offset_of_max = -1, -1
         for h in headers:
             if h.max_timestamp > max_ts:
@@ -233,16 +245,18 @@ class Log:
         count = sum(h.records_count for h in headers)
         return LogAppendInfo(first, last, max_ts, offset_of_max, -1, self._log_start_offset, count)
 
-    def _append(
-        self, records, first: int, last: int, max_ts: int, offset_of_max: int, now: int
-    ) -> None:
-        if len(records) > self.config.segment_bytes:
+    def _check_fits_segment(self, size: int) -> None:
+        if size > self.config.segment_bytes:
             raise KafkaError(
                 ErrorCode.record_list_too_large,
-                f"Message batch size is {len(records)} bytes in append to partition "
+                f"Message batch size is {size} bytes in append to partition "
                 f"{self.topic}-{self.partition}, which exceeds the maximum configured segment "
                 f"size of {self.config.segment_bytes}.",
             )
+
+    def _append(
+        self, records, first: int, last: int, max_ts: int, offset_of_max: int, now: int
+    ) -> None:
         segment = self.active_segment
         if segment.should_roll(len(records), max_ts, last, now, self.config):
             segment = self.roll(first, now_ms=now)
@@ -547,11 +561,12 @@ class Log:
         self.closed = True
 
     def delete(self) -> None:
-        """Remove every file of this log now (the directory is removed by the caller)."""
+        """Remove this log's directory and files now."""
         for seg in self.segments:
             seg.delete_files()
         if self._owns_deleter:
             self.deleter.run_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
         self.segments, self._bases = [], []
         self.closed = True
 

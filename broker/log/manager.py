@@ -30,7 +30,7 @@ from broker.log.checkpoint import (
     write_atomically,
 )
 from broker.log.config import LogConfig
-from broker.log.log import Log, parse_topic_partition
+from broker.log.log import Log, is_delete_dir, parse_topic_partition
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from broker.log.segment import DeletionQueue
 
@@ -216,7 +216,7 @@ class LogManager:
             starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
             hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
             for sub in sorted(p for p in d.iterdir() if p.is_dir()):
-                if sub.name.endswith(DELETE_DIR_SUFFIX):
+                if is_delete_dir(sub.name):
                     shutil.rmtree(sub, ignore_errors=True)
                     continue
                 if sub.name.endswith(("-future", "-stray")):

@@ -1,0 +1,296 @@
+"""Real services for tests: ZooKeeper, Redis and broker processes.
+
+- `zookeeper`, `redis` (session): one real server each on a free port, state in a tmp
+  dir, stopped at the end of the session.
+- `cluster_factory` (module) and its alias `cluster` (function): a factory.
+  `cluster_factory(n_brokers=1, **overrides)` starts brokers against the session
+  ZooKeeper, each cluster under its own chroot so tests never see each other's topics,
+  and waits until every broker is healthy (registered at /brokers/ids/<id> and
+  answering ApiVersions). Overrides are broker properties:
+  `cluster(3, **{"log.segment.bytes": 1024})` or `cluster(3, log_segment_bytes=1024)`.
+  `c.brokers[i]` has .id .port .log_dir .kill() .stop() .start() .restart() .pause()
+  .resume(). A cluster made in a test is stopped when the test ends, one made by a
+  module-scoped fixture when the module ends; also when a test fails, whose report
+  then shows the end of each running broker's log.
+
+Processes are built by quill_stack.services, exactly as `make run` starts them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from quill_stack import ports, services
+from quill_stack.process import ManagedProcess, StartError, tail
+from quill_stack.state import owner_env
+
+# Test clusters notice a dead broker faster than Kafka's 18 s default session timeout;
+# a test can pass its own zookeeper.session.timeout.ms.
+TEST_BROKER_DEFAULTS = {"zookeeper.session.timeout.ms": "6000"}
+# ZooKeeper for tests: a short tick allows session timeouts from 1 s to 60 s.
+TEST_ZOOKEEPER_SETTINGS = {
+    "tickTime": "500",
+    "minSessionTimeout": "1000",
+    "maxSessionTimeout": "60000",
+}
+LOG_TAIL_LINES = 60
+
+
+@dataclass
+class Server:
+    """A session-wide ZooKeeper or Redis."""
+
+    host: str
+    port: int
+    proc: ManagedProcess
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:  # Redis
+        return f"redis://{self.host}:{self.port}/0"
+
+
+def _start_server(spec: services.ServiceSpec, owner: Path) -> ManagedProcess:
+    proc = ManagedProcess(spec, owner_env(owner))
+    try:
+        proc.start()
+        proc.wait_healthy()
+    except (StartError, OSError) as exc:
+        proc.kill()
+        pytest.fail(f"could not start {spec.name} for the tests: {exc}", pytrace=False)
+    return proc
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    state = tmp_path_factory.mktemp("zookeeper")
+    port = ports.free_port()
+    spec = services.zookeeper_spec(state, port, settings=TEST_ZOOKEEPER_SETTINGS)
+    proc = _start_server(spec, state)
+    yield Server("127.0.0.1", port, proc)
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    state = tmp_path_factory.mktemp("redis")
+    port = ports.free_port()
+    proc = _start_server(services.redis_spec(state, port), state)
+    yield Server("127.0.0.1", port, proc)
+    proc.stop()
+
+
+class Broker:
+    """One broker process of a test cluster."""
+
+    def __init__(self, spec: services.ServiceSpec, broker_id: int, owner: Path):
+        self.id = broker_id
+        self.spec = spec
+        self.port = spec.port
+        self.log_dir = spec.dirs[0]
+        self.log_path = spec.log_path
+        self.proc = ManagedProcess(spec, owner_env(owner))
+
+    def __repr__(self) -> str:
+        return f"<Broker {self.id} port={self.port} pid={self.proc.pid}>"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc.alive()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to be healthy."""
+        self.proc.start()
+
+    def wait_healthy(self, timeout: float | None = None) -> None:
+        self.proc.wait_healthy(timeout)
+
+    def start(self, timeout: float | None = None) -> None:
+        self.launch()
+        self.wait_healthy(timeout)
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """SIGTERM and wait (SIGKILL after the stop timeout); returns the exit code."""
+        return self.proc.stop(timeout)
+
+    def kill(self) -> int | None:
+        """kill -9."""
+        return self.proc.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, but answers nothing (a hung broker)."""
+        self.proc.pause()
+
+    def resume(self) -> None:
+        self.proc.resume()
+
+    def restart(self, timeout: float | None = None) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The end of the broker's log, across restarts."""
+        return tail(self.log_path, lines)
+
+
+class Cluster:
+    """Brokers 1..n on free ports, in their own ZooKeeper chroot."""
+
+    def __init__(self, zk: Server, state_dir: Path, n_brokers: int, overrides: dict):
+        self.state_dir = state_dir
+        self.chroot = f"/quill-{uuid.uuid4().hex[:12]}"
+        self.zk_connect = zk.address + self.chroot
+        self._zk_clients: list = []
+        broker_ports = ports.free_ports(n_brokers)
+        self.brokers = [
+            Broker(
+                services.broker_spec(
+                    state_dir,
+                    broker_id=index + 1,
+                    port=port,
+                    zk_connect=self.zk_connect,
+                    n_brokers=n_brokers,
+                    overrides={**TEST_BROKER_DEFAULTS, **overrides},
+                ),
+                index + 1,
+                state_dir,
+            )
+            for index, port in enumerate(broker_ports)
+        ]
+        self._root_zk = zk.address
+
+    def __repr__(self) -> str:
+        return f"<Cluster {self.bootstrap} zk={self.zk_connect}>"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.address for b in self.brokers)
+
+    def broker(self, broker_id: int) -> Broker:
+        return next(b for b in self.brokers if b.id == broker_id)
+
+    def start(self) -> None:
+        client = self.zk_client(chroot=False)
+        client.ensure_path(self.chroot)
+        for broker in self.brokers:
+            broker.launch()
+        for broker in self.brokers:
+            broker.wait_healthy()
+
+    def zk_client(self, chroot: bool = True):
+        """A started KazooClient on this cluster's chroot, stopped at teardown."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.zk_connect if chroot else self._root_zk, timeout=10)
+        client.start(timeout=10)
+        self._zk_clients.append(client)
+        return client
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.proc.terminate()
+        for broker in self.brokers:
+            broker.proc.wait_stopped()
+        for client in self._zk_clients:
+            client.stop()
+            client.close()
+        self._zk_clients.clear()
+
+
+def _property_name(key: str) -> str:
+    """log_segment_bytes -> log.segment.bytes (Kafka's keys have no underscores)."""
+    return key if "." in key else key.replace("_", ".")
+
+
+_LIVE: list[Cluster] = []  # clusters running now, for failure reports
+
+
+class ClusterFactory:
+    """cluster_factory(n_brokers=1, **overrides) -> a started Cluster."""
+
+    def __init__(self, zk: Server, base_dir: Path):
+        self.zk = zk
+        self.base_dir = base_dir
+        self.made: list[Cluster] = []
+        self.serial = 0  # never reused: a stopped cluster's data dir must not be inherited
+
+    def __call__(self, n_brokers: int = 1, **overrides) -> Cluster:
+        props = {_property_name(k): v for k, v in overrides.items()}
+        self.serial += 1
+        state_dir = self.base_dir / f"cluster-{self.serial}"
+        c = Cluster(self.zk, state_dir, n_brokers, props)
+        self.made.append(c)
+        _LIVE.append(c)
+        try:
+            c.start()
+        except StartError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return c
+
+    def stop_since(self, count: int) -> None:
+        """Stop the clusters made after the first `count`, newest first."""
+        while len(self.made) > count:
+            c = self.made.pop()
+            c.stop()
+            _LIVE.remove(c)
+
+
+@pytest.fixture(scope="module")
+def cluster_factory(zookeeper, tmp_path_factory):
+    """Module-scoped: a module fixture may share one cluster across its tests. A cluster
+    made inside a test is stopped when that test ends (see _stop_test_clusters)."""
+    factory = ClusterFactory(zookeeper, tmp_path_factory.mktemp("clusters"))
+    yield factory
+    factory.stop_since(0)
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    """The same factory, for tests: `cluster(3, log_segment_bytes=1024)`."""
+    return cluster_factory
+
+
+@pytest.fixture(autouse=True)
+def _stop_test_clusters(request):
+    """Stop clusters a test made itself (module-scoped fixtures are set up before this
+    function-scoped one, so clusters they made are left to the module's teardown)."""
+    if "cluster_factory" not in request.fixturenames:
+        yield
+        return
+    factory = request.getfixturevalue("cluster_factory")
+    count = len(factory.made)
+    yield
+    factory.stop_since(count)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for c in _LIVE:
+        for broker in c.brokers:
+            report.sections.append(
+                (f"broker-{broker.id} log ({broker.log_path})", broker.log_tail())
+            )
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "cluster_factory" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)

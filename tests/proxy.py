@@ -1,0 +1,68 @@
+"""A TCP proxy for tests that can cut every connection through it on demand."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class DroppingProxy:
+    def __init__(self, listen_port: int = 0, target: tuple[str, int] | None = None) -> None:
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", listen_port), reuse_port=False)
+        self.port = self.server.getsockname()[1]
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.drops = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                if self.target is None:
+                    raise OSError("no target yet")
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def drop_all(self) -> None:
+        """Cut every open connection (both sides), as a flaky network would."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self.drops += 1
+
+    def close(self) -> None:
+        self._closed = True
+        self.server.close()
+        self.drop_all()

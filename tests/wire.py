@@ -1,0 +1,139 @@
+"""A tiny raw Kafka client for tests: exact requests, exact bytes, exact error codes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from broker.protocol.messages import (
+    RequestHeader,
+    build,
+    encode_request,
+    parse_response,
+    request_schema,
+)
+
+
+class WireClient:
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.correlation = 0
+
+    @classmethod
+    def for_bootstrap(cls, bootstrap: str) -> WireClient:
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        return cls(host, int(port))
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._read_exact(4))[0]
+        return self._read_exact(size)
+
+    def _read_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            out += chunk
+        return bytes(out)
+
+    def request(self, api_key: int, version: int, body: dict):
+        self.correlation += 1
+        req = build(request_schema(api_key, version), body)
+        self.send_raw(encode_request(RequestHeader(api_key, version, self.correlation, "wire-test"), req))
+        corr, resp = parse_response(api_key, version, self.read_frame())
+        assert corr == self.correlation
+        return resp
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+    # -- conveniences ----------------------------------------------------------------------
+    def produce(self, topic: str, partition: int, records: bytes, acks: int = 1, version: int = 9):
+        resp = self.request(
+            0,
+            version,
+            {
+                "acks": acks,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+            },
+        )
+        return resp.responses[0].partition_responses[0]
+
+    def list_offset(self, topic: str, partition: int, timestamp: int):
+        resp = self.request(
+            2,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}],
+            },
+        )
+        return resp.topics[0].partitions[0]
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, rf: int = 1):
+        resp = self.request(
+            19,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": rf,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout": 10000,
+                "validate_only": False,
+            },
+        )
+        return resp.topics[0]
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait: int = 0):
+        resp = self.request(
+            1,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait": max_wait,
+                "min_bytes": 1,
+                "max_bytes": max_bytes,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": partition,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": offset,
+                                "last_fetched_epoch": -1,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": max_bytes,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
+        return resp.responses[0].partitions[0]
