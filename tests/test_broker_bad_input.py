@@ -52,7 +52,11 @@ def test_good_batch_is_appended(wire):
     "name,mutate,code",
     [
         ("flipped crc byte", lambda b: b.__setitem__(40, b[40] ^ 0xFF), ErrorCode.corrupt_message),
-        ("non-zero base offset", lambda b: struct.pack_into(">q", b, 0, 5), ErrorCode.invalid_record),
+        (
+            "non-zero base offset",
+            lambda b: struct.pack_into(">q", b, 0, 5),
+            ErrorCode.invalid_record,
+        ),
         ("wrong record count", None, ErrorCode.invalid_record),
         ("control batch", None, ErrorCode.invalid_record),
         ("oversize batch", None, ErrorCode.message_too_large),
@@ -63,7 +67,11 @@ def test_bad_batches_get_kafka_error_and_log_is_unchanged(wire, name, mutate, co
     if name == "wrong record count":
         batch = bytearray(build_batch([(b"k", b"v", [], 1)] * 3, last_offset_delta=5))
     elif name == "control batch":
-        batch = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [], 1)], is_control=True))
+        batch = bytearray(
+            build_batch(
+                [(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [], 1)], is_control=True
+            )
+        )
     elif name == "oversize batch":
         batch = bytearray(build_batch([(None, os.urandom(30000), [], 1)]))
     else:
@@ -88,7 +96,9 @@ def test_produce_to_unknown_partition(wire):
         pytest.param(struct.pack(">i", -5), id="negative size"),
         pytest.param(struct.pack(">ihhih", 10, 9999, 0, 1, -1), id="unknown api key"),
         pytest.param(struct.pack(">ihhih", 10, 3, 99, 1, -1), id="unknown api version"),
-        pytest.param(struct.pack(">ihhi", 28, 3, 12, 1) + b"\xff" * 20, id="body that does not parse"),
+        pytest.param(
+            struct.pack(">ihhi", 28, 3, 12, 1) + b"\xff" * 20, id="body that does not parse"
+        ),
     ],
 )
 def test_garbage_closes_only_that_connection(broker, payload):

@@ -41,7 +41,9 @@ def _records(n: int, keyed: bool = True) -> list[tuple[bytes | None, bytes, list
     return out
 
 
-def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, **extra) -> dict[int, list]:
+def _consume_all(
+    bootstrap: str, topic: str, partitions: int, expected: int, **extra
+) -> dict[int, list]:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -76,7 +78,9 @@ def _by_partition(sent: list[tuple[int, bytes | None, bytes, list]]) -> dict[int
 def test_confluent_kafka_round_trip(broker, codec):
     topic = _topic(f"ck-{codec}")
     _create(broker.bootstrap, topic, 3)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5}
+    )
     sent = []
 
     def on_delivery(err, msg):
@@ -101,20 +105,29 @@ def test_confluent_kafka_round_trip(broker, codec):
 
 
 def test_kafka_python_round_trip(broker):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
 
     topic = _topic("kp")
     _create(broker.bootstrap, topic, 2)
     for codec in (None, "gzip", "zstd"):
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec)
         futures = [
-            producer.send(topic, value=f"{codec}-{i}".encode(), key=b"k%d" % (i % 2), partition=i % 2, headers=[("n", b"%d" % i)])
+            producer.send(
+                topic,
+                value=f"{codec}-{i}".encode(),
+                key=b"k%d" % (i % 2),
+                partition=i % 2,
+                headers=[("n", b"%d" % i)],
+            )
             for i in range(200)
         ]
         producer.flush()
         assert all(f.get(timeout=10).offset >= 0 for f in futures)
         producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000
+    )
     consumer.assign([KTP(topic, 0), KTP(topic, 1)])
     consumer.seek_to_beginning()
     got = {0: [], 1: []}
@@ -125,14 +138,20 @@ def test_kafka_python_round_trip(broker):
     consumer.close()
     for partition in (0, 1):
         values = [v for _, v, _ in got[partition]]
-        expected = [f"{c}-{i}".encode() for c in (None, "gzip", "zstd") for i in range(200) if i % 2 == partition]
+        expected = [
+            f"{c}-{i}".encode()
+            for c in (None, "gzip", "zstd")
+            for i in range(200)
+            if i % 2 == partition
+        ]
         assert values == expected
         assert [o for o, _, _ in got[partition]] == list(range(300))
         assert got[partition][0][2] == [("n", str(partition).encode())]
 
 
 def test_aiokafka_round_trip(broker):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as ATP
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as ATP
 
     topic = _topic("aio")
     _create(broker.bootstrap, topic, 1)
@@ -142,11 +161,17 @@ def test_aiokafka_round_trip(broker):
         await producer.start()
         try:
             for i in range(300):
-                await producer.send(topic, value=b"aio-%d" % i, key=b"k", headers=[("i", b"%d" % i)])
+                await producer.send(
+                    topic, value=b"aio-%d" % i, key=b"k", headers=[("i", b"%d" % i)]
+                )
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         try:
             consumer.assign([ATP(topic, 0)])
@@ -179,7 +204,20 @@ def test_kcat_round_trip(broker):
         timeout=60,
     )
     out = subprocess.run(
-        ["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J"],
+        [
+            "kcat",
+            "-b",
+            broker.bootstrap,
+            "-C",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-J",
+        ],
         capture_output=True,
         check=True,
         timeout=60,
@@ -194,10 +232,18 @@ def test_five_megabyte_record(broker):
     topic = _topic("big")
     _create(broker.bootstrap, topic, 1, {"max.message.bytes": str(6 * 1024 * 1024)})
     value = os.urandom(5 * 1024 * 1024)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 6 * 1024 * 1024})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "message.max.bytes": 6 * 1024 * 1024}
+    )
     producer.produce(topic, value=value, partition=0)
     assert producer.flush(60) == 0
-    got = _consume_all(broker.bootstrap, topic, 1, 1, **{"fetch.max.bytes": 8 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024})
+    got = _consume_all(
+        broker.bootstrap,
+        topic,
+        1,
+        1,
+        **{"fetch.max.bytes": 8 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024},
+    )
     assert got[0][0][2] == value
 
 
@@ -232,7 +278,9 @@ def test_watermarks_after_delete_records(broker):
     result = admin.delete_records([TopicPartition(topic, 0, 20)])
     deleted = list(result.values())[0].result(timeout=10)
     assert deleted.low_watermark == 20
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "t", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "t", "auto.offset.reset": "earliest"}
+    )
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (20, 50)
     got = _consume_all(broker.bootstrap, topic, 1, 30)
     assert [o for o, *_ in got[0]] == list(range(20, 50))

@@ -13,18 +13,21 @@ import threading
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def _create(bootstrap, name, partitions=1, config=None):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(timeout=30)
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(
+        timeout=30
+    )
 
 
 def _read_values(bootstrap, topic, partition=0, timeout=30.0):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "x", "enable.auto.commit": False}
+    )
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
     consumer.assign([TopicPartition(topic, partition, low)])
     values = []
@@ -51,7 +54,13 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(cluster_factory):
 
     def produce():
         producer = Producer(
-            {"bootstrap.servers": cluster.bootstrap, "linger.ms": 1, "acks": 1, "message.timeout.ms": 5000, "retries": 0}
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "linger.ms": 1,
+                "acks": 1,
+                "message.timeout.ms": 5000,
+                "retries": 0,
+            }
         )
         i = 0
 

@@ -17,7 +17,9 @@ from tests.wire import WireClient
 def test_idempotent_producer_survives_dropped_connections(cluster_factory):
     proxy = DroppingProxy()
     try:
-        cluster = cluster_factory(1, **{"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+        cluster = cluster_factory(
+            1, **{"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}
+        )
         proxy.target = ("127.0.0.1", cluster.brokers[0].port)
         bootstrap = f"127.0.0.1:{proxy.port}"
         topic = f"idem-{uuid.uuid4().hex[:6]}"
@@ -63,7 +65,9 @@ def test_idempotent_producer_survives_dropped_connections(cluster_factory):
         for p in (0, 1):
             assert wire.list_offset(topic, p, -1).offset == n // 2, "duplicates or losses"
         wire.close()
-        consumer = Consumer({"bootstrap.servers": direct, "group.id": "x", "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": direct, "group.id": "x", "enable.auto.commit": False}
+        )
         consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
         got = {0: [], 1: []}
         deadline = time.time() + 60

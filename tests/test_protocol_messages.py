@@ -69,7 +69,10 @@ def test_fetch_response_matches_kio(version):
 def test_build_fills_versions_and_round_trips():
     data = {
         "error_code": 0,
-        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (_n, lo, hi) in SUPPORTED.items()],
+        "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi}
+            for k, (_n, lo, hi) in SUPPORTED.items()
+        ],
         "throttle_time": 0,
     }
     for version in (0, 3):
@@ -79,12 +82,11 @@ def test_build_fills_versions_and_round_trips():
         assert {a.api_key for a in decoded.api_keys} == set(SUPPORTED)
 
 
-def test_parse_request_rejects_garbage_and_trailing_bytes():
+def test_parse_request_rejects_garbage_and_tolerates_trailing_bytes():
     body = build(request_schema(3, 12), {"topics": None, "allow_auto_topic_creation": True})
     frame = encode_request(RequestHeader(3, 12, 9, "me"), body)[4:]
     header, parsed = parse_request(frame)
     assert header.correlation_id == 9 and header.client_id == "me" and parsed.topics is None
-    with pytest.raises(ProtocolError):
-        parse_request(frame + b"\x00")
+    assert parse_request(frame + b"\x01\x00\x00")[1] == parsed  # Kafka ignores them too
     with pytest.raises(ProtocolError):
         parse_request(frame[:10])

@@ -46,7 +46,9 @@ class WireClient:
     def request(self, api_key: int, version: int, body: dict):
         self.correlation += 1
         req = build(request_schema(api_key, version), body)
-        self.send_raw(encode_request(RequestHeader(api_key, version, self.correlation, "wire-test"), req))
+        self.send_raw(
+            encode_request(RequestHeader(api_key, version, self.correlation, "wire-test"), req)
+        )
         corr, resp = parse_response(api_key, version, self.read_frame())
         assert corr == self.correlation
         return resp
@@ -68,7 +70,9 @@ class WireClient:
             {
                 "acks": acks,
                 "timeout": 5000,
-                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+                ],
             },
         )
         return resp.responses[0].partition_responses[0]
@@ -80,12 +84,25 @@ class WireClient:
             {
                 "replica_id": -1,
                 "isolation_level": 0,
-                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}],
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {
+                                "partition_index": partition,
+                                "current_leader_epoch": -1,
+                                "timestamp": timestamp,
+                            }
+                        ],
+                    }
+                ],
             },
         )
         return resp.topics[0].partitions[0]
 
-    def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, rf: int = 1):
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: dict | None = None, rf: int = 1
+    ):
         resp = self.request(
             19,
             7,
@@ -105,7 +122,9 @@ class WireClient:
         )
         return resp.topics[0]
 
-    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait: int = 0):
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait: int = 0
+    ):
         resp = self.request(
             1,
             12,

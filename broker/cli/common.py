@@ -51,6 +51,21 @@ class CliError(Exception):
         self.message = message
 
 
+def error_name(err) -> str:
+    """Kafka's name for a librdkafka KafkaError: broker codes by Kafka's own table
+    (librdkafka says UNKNOWN_TOPIC_OR_PART, Kafka UNKNOWN_TOPIC_OR_PARTITION), local
+    errors by librdkafka's name (_TRANSPORT, _TIMED_OUT, ...)."""
+    from kio.schema.errors import ErrorCode
+
+    code = err.code()
+    if code >= -1:
+        try:
+            return ErrorCode(code).name.upper()
+        except ValueError:
+            pass
+    return err.name()
+
+
 def describe_error(exc: BaseException) -> str:
     """``ERROR_NAME: sentence`` for a KafkaException / KafkaError / CliError / other."""
     from confluent_kafka import KafkaError, KafkaException
@@ -59,7 +74,7 @@ def describe_error(exc: BaseException) -> str:
         return str(exc)
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
     if isinstance(err, KafkaError):
-        return f"{err.name()}: {err.str()}"
+        return f"{error_name(err)}: {err.str()}"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -68,7 +83,7 @@ def kafka_error_name(exc: BaseException) -> str | None:
     from confluent_kafka import KafkaError, KafkaException
 
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].name()
+        return error_name(exc.args[0])
     return None
 
 
@@ -88,7 +103,9 @@ def run_tool(body, argv: Sequence[str] | None, *, prefix: str = "Error") -> int:
 # --------------------------------------------------------------------------- options
 
 
-def add_bootstrap(parser: argparse.ArgumentParser, *, config_flag: str = "--command-config") -> None:
+def add_bootstrap(
+    parser: argparse.ArgumentParser, *, config_flag: str = "--command-config"
+) -> None:
     """--bootstrap-server (required) and the client properties file option."""
     parser.add_argument(
         "--bootstrap-server",

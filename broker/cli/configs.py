@@ -38,17 +38,24 @@ def _parser() -> argparse.ArgumentParser:
     add_bootstrap(p)
     p.add_argument("--entity-type", choices=ENTITY_TYPES, help="the type of entity")
     p.add_argument("--entity-name", help="the entity's name (topic name, broker id)")
-    p.add_argument("--entity-default", action="store_true",
-                   help="the cluster-wide default for brokers")
+    p.add_argument(
+        "--entity-default", action="store_true", help="the cluster-wide default for brokers"
+    )
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name BROKER")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list configs for the entity")
     action.add_argument("--alter", action="store_true", help="alter the configs of the entity")
-    p.add_argument("--all", action="store_true",
-                   help="with --describe: all configs, not only dynamic overrides")
-    p.add_argument("--add-config", metavar="K1=V1,K2=[V1,V2],...",
-                   help="configs to add or update; lists of values go in square brackets")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="with --describe: all configs, not only dynamic overrides",
+    )
+    p.add_argument(
+        "--add-config",
+        metavar="K1=V1,K2=[V1,V2],...",
+        help="configs to add or update; lists of values go in square brackets",
+    )
     p.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to add")
     p.add_argument("--delete-config", metavar="K1,K2", help="config overrides to remove")
     return p
@@ -58,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except Exception as exc:  # noqa: BLE001: every failure becomes a message and exit 1
+    except Exception as exc:  # every failure becomes a message and exit 1
         shown = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
         print(f"Error while executing config command with args '{shown}'", file=sys.stderr)
         print(describe_error(exc), file=sys.stderr)
@@ -82,8 +89,10 @@ def _entity(args) -> tuple[str, str | None]:
 def _run(args) -> int:
     entity_type, name = _entity(args)
     if name is not None and entity_type == "brokers" and name and not name.isdigit():
-        raise CliError("INVALID_REQUEST", f"The entity name for brokers must be a valid integer "
-                       f"broker id, but it is: {name}")
+        raise CliError(
+            "INVALID_REQUEST",
+            f"The entity name for brokers must be a valid integer broker id, but it is: {name}",
+        )
     admin = admin_client(args)
     if args.describe:
         if args.add_config or args.delete_config or args.add_config_file:
@@ -124,8 +133,10 @@ def _fetch(admin, entity_type: str, name: str) -> dict:
 
 def _describe(admin, entity_type: str, name: str, describe_all: bool) -> None:
     entries = _fetch(admin, entity_type, name)
-    wanted = "DYNAMIC_TOPIC_CONFIG" if entity_type == "topics" else (
-        "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    wanted = (
+        "DYNAMIC_TOPIC_CONFIG"
+        if entity_type == "topics"
+        else ("DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG")
     )
     label = f"{entity_type[:-1]} {name}" if name else "brokers in the cluster"
     heading = "All" if describe_all else ("Dynamic" if name else "Default")
@@ -136,8 +147,10 @@ def _describe(admin, entity_type: str, name: str, describe_all: bool) -> None:
         synonyms = ", ".join(
             f"{_source_name(s.source)}:{s.name}={_shown(s)}" for s in entry.synonyms.values()
         )
-        print(f"  {entry.name}={_shown(entry)} sensitive={str(entry.is_sensitive).lower()} "
-              f"synonyms={{{synonyms}}}")
+        print(
+            f"  {entry.name}={_shown(entry)} sensitive={str(entry.is_sensitive).lower()} "
+            f"synonyms={{{synonyms}}}"
+        )
 
 
 def _shown(entry) -> str:
@@ -155,8 +168,11 @@ def parse_add_config(text: str | None) -> dict[str, str]:
     for pair in _SPLIT.split(text):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise CliError("INVALID_CONFIG", "Invalid entity config: all configs to be added must "
-                           "be in the format \"key=val\" or \"key=[val1,val2]\".")
+            raise CliError(
+                "INVALID_CONFIG",
+                "Invalid entity config: all configs to be added must "
+                'be in the format "key=val" or "key=[val1,val2]".',
+            )
         value = value.strip()
         if value.startswith("[") and value.endswith("]"):
             value = value[1:-1]
@@ -171,12 +187,14 @@ def _alter(admin, args, entity_type: str, name: str) -> int:
     adds.update(parse_add_config(args.add_config))
     deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     if not adds and not deletes:
-        raise CliError("INVALID_REQUEST", "--alter needs --add-config, --add-config-file or "
-                       "--delete-config.")
+        raise CliError(
+            "INVALID_REQUEST", "--alter needs --add-config, --add-config-file or --delete-config."
+        )
     both = sorted(set(adds) & set(deletes))
     if both:
-        raise CliError("INVALID_CONFIG", f"Config(s) {','.join(both)} cannot be both added and "
-                       "deleted.")
+        raise CliError(
+            "INVALID_CONFIG", f"Config(s) {','.join(both)} cannot be both added and deleted."
+        )
     current = _fetch(admin, entity_type, name)  # also: the entity must exist
     dynamic = {e.name for e in current.values() if _source_name(e.source).startswith("DYNAMIC")}
     unknown = [k for k in deletes if k not in dynamic]

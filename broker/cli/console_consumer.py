@@ -16,11 +16,17 @@ import sys
 import time
 import uuid
 
-from .common import CliError, add_bootstrap, client_config, parse_properties, run_tool
+from .common import CliError, add_bootstrap, client_config, error_name, parse_properties, run_tool
 
 # librdkafka error codes that mean the consumer cannot go on.
-_FATAL = {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
-          "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "_FATAL"}
+_FATAL = {
+    "UNKNOWN_TOPIC_OR_PART",
+    "_UNKNOWN_TOPIC",
+    "_UNKNOWN_PARTITION",
+    "TOPIC_AUTHORIZATION_FAILED",
+    "GROUP_AUTHORIZATION_FAILED",
+    "_FATAL",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,22 +38,38 @@ def _parser() -> argparse.ArgumentParser:
     add_bootstrap(p, config_flag="--consumer.config")
     p.add_argument("--topic", required=True, help="the topic to consume from")
     p.add_argument("--partition", type=int, help="consume only this partition")
-    p.add_argument("--offset", default=None,
-                   help="with --partition: a non-negative offset, 'earliest' or 'latest' "
-                   "(default latest)")
-    p.add_argument("--from-beginning", action="store_true",
-                   help="start with the earliest record rather than the latest")
+    p.add_argument(
+        "--offset",
+        default=None,
+        help="with --partition: a non-negative offset, 'earliest' or 'latest' (default latest)",
+    )
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start with the earliest record rather than the latest",
+    )
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--timeout-ms", type=int, help="exit if no record arrives for this long")
     p.add_argument("--group", help="consumer group id (subscribe and commit offsets)")
-    p.add_argument("--property", action="append", metavar="KEY=VALUE",
-                   help="formatter property: print.key, print.value, print.offset, "
-                   "print.partition, print.timestamp, print.headers (true/false), "
-                   "key.separator, line.separator, headers.separator, null.literal")
-    p.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
-                   help="a consumer config, e.g. fetch.max.bytes=1048576")
-    p.add_argument("--isolation-level", default="read_uncommitted",
-                   choices=["read_uncommitted", "read_committed"])
+    p.add_argument(
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="formatter property: print.key, print.value, print.offset, "
+        "print.partition, print.timestamp, print.headers (true/false), "
+        "key.separator, line.separator, headers.separator, null.literal",
+    )
+    p.add_argument(
+        "--consumer-property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a consumer config, e.g. fetch.max.bytes=1048576",
+    )
+    p.add_argument(
+        "--isolation-level",
+        default="read_uncommitted",
+        choices=["read_uncommitted", "read_committed"],
+    )
     return p
 
 
@@ -61,16 +83,20 @@ def _start_offset(args) -> int:
     if args.offset is not None and args.partition is None:
         raise CliError("INVALID_REQUEST", "The partition is required when offset is specified.")
     if args.offset is not None and args.from_beginning:
-        raise CliError("INVALID_REQUEST", "Options --from-beginning and --offset cannot be "
-                       "specified together.")
+        raise CliError(
+            "INVALID_REQUEST", "Options --from-beginning and --offset cannot be specified together."
+        )
     if args.from_beginning or args.offset == "earliest":
         return OFFSET_BEGINNING
     if args.offset in (None, "latest"):
         return OFFSET_END
     if args.offset.isdigit():
         return int(args.offset)
-    raise CliError("INVALID_REQUEST", f"The provided offset value '{args.offset}' is incorrect. "
-                   "Valid values are 'earliest', 'latest', or a non-negative long.")
+    raise CliError(
+        "INVALID_REQUEST",
+        f"The provided offset value '{args.offset}' is incorrect. "
+        "Valid values are 'earliest', 'latest', or a non-negative long.",
+    )
 
 
 def _consumer(args):
@@ -96,7 +122,7 @@ def _partitions(consumer, topic: str) -> list[int]:
     meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
     if meta is None or meta.error is not None:
         error = meta.error if meta is not None else None
-        name = error.name() if error is not None else "UNKNOWN_TOPIC_OR_PARTITION"
+        name = error_name(error) if error is not None else "UNKNOWN_TOPIC_OR_PARTITION"
         raise CliError(name, f"Topic '{topic}' does not exist or has no partitions.")
     return sorted(meta.partitions)
 
@@ -113,8 +139,10 @@ def _run(argv) -> int:
             partitions = _partitions(consumer, args.topic)
             if args.partition is not None:
                 if args.partition not in partitions:
-                    raise CliError("UNKNOWN_TOPIC_OR_PARTITION", f"Partition {args.partition} "
-                                   f"of topic '{args.topic}' does not exist.")
+                    raise CliError(
+                        "UNKNOWN_TOPIC_OR_PARTITION",
+                        f"Partition {args.partition} of topic '{args.topic}' does not exist.",
+                    )
                 partitions = [args.partition]
             consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
         else:
@@ -134,8 +162,9 @@ def _consume_loop(consumer, formatter, args) -> int:
     last = time.monotonic()
     try:
         while limit is None or count < limit:
-            batch = consumer.consume(num_messages=min(500, limit - count) if limit else 500,
-                                     timeout=0.2)
+            batch = consumer.consume(
+                num_messages=min(500, limit - count) if limit else 500, timeout=0.2
+            )
             now = time.monotonic()
             for msg in batch:
                 if msg.error() is not None:
@@ -146,9 +175,12 @@ def _consume_loop(consumer, formatter, args) -> int:
                 last = now
             out.flush()
             if timeout_s is not None and now - last >= timeout_s:
-                print("ERROR Error processing message, terminating consumer process: "
-                      f"REQUEST_TIMED_OUT: no record arrived within {args.timeout_ms} ms "
-                      "(--timeout-ms)", file=sys.stderr)
+                print(
+                    "ERROR Error processing message, terminating consumer process: "
+                    f"REQUEST_TIMED_OUT: no record arrived within {args.timeout_ms} ms "
+                    "(--timeout-ms)",
+                    file=sys.stderr,
+                )
                 break
     except KeyboardInterrupt:
         pass
@@ -157,8 +189,8 @@ def _consume_loop(consumer, formatter, args) -> int:
 
 def _handle_error(err) -> None:
     if err.fatal() or err.name() in _FATAL:
-        raise CliError(err.name(), err.str())
-    print(f"WARN {err.name()}: {err.str()}", file=sys.stderr)
+        raise CliError(error_name(err), err.str())
+    print(f"WARN {error_name(err)}: {err.str()}", file=sys.stderr)
 
 
 class MessageFormatter:
@@ -185,7 +217,9 @@ class MessageFormatter:
         if self.print_timestamp:
             ts_type, ts = msg.timestamp()
             names = {1: b"CreateTime:", 2: b"LogAppendTime:"}
-            fields.append(names[ts_type] + str(ts).encode() if ts_type in names else b"NO_TIMESTAMP")
+            fields.append(
+                names[ts_type] + str(ts).encode() if ts_type in names else b"NO_TIMESTAMP"
+            )
         if self.print_partition:
             fields.append(b"Partition:%d" % msg.partition())
         if self.print_offset:
@@ -195,7 +229,9 @@ class MessageFormatter:
             fields.append(
                 self.headers_separator.join(
                     k.encode() + self.headers_key_separator + self._bytes(v) for k, v in headers
-                ) if headers else b"NO_HEADERS"
+                )
+                if headers
+                else b"NO_HEADERS"
             )
         if self.print_key:
             fields.append(self._bytes(msg.key()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import CliError, add_bootstrap, client_config, parse_properties, run_tool
+from .common import CliError, add_bootstrap, client_config, error_name, parse_properties, run_tool
 
 _READER_DEFAULTS = {
     "parse.key": "false",
@@ -34,18 +34,39 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_bootstrap(p, config_flag="--producer.config")
     p.add_argument("--topic", required=True, help="the topic to produce to")
-    p.add_argument("--property", action="append", metavar="KEY=VALUE",
-                   help="a line reader property, e.g. parse.key=true key.separator=:")
-    p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
-                   help="a producer config, e.g. acks=1 linger.ms=5")
-    p.add_argument("--request-required-acks", default="-1",
-                   help="acks of the produce requests (default -1: all in-sync replicas)")
-    p.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
-                   help="none, gzip, snappy, lz4 or zstd (gzip if given without a value)")
+    p.add_argument(
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a line reader property, e.g. parse.key=true key.separator=:",
+    )
+    p.add_argument(
+        "--producer-property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a producer config, e.g. acks=1 linger.ms=5",
+    )
+    p.add_argument(
+        "--request-required-acks",
+        default="-1",
+        help="acks of the produce requests (default -1: all in-sync replicas)",
+    )
+    p.add_argument(
+        "--compression-codec",
+        nargs="?",
+        const="gzip",
+        default=None,
+        help="none, gzip, snappy, lz4 or zstd (gzip if given without a value)",
+    )
     p.add_argument("--sync", action="store_true", help="wait for each record to be acknowledged")
     p.add_argument("--batch-size", type=int, default=16384, help="batch.size in bytes")
-    p.add_argument("--timeout", type=int, default=1000, metavar="MS",
-                   help="linger: how long a batch may wait to fill (default 1000)")
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="linger: how long a batch may wait to fill (default 1000)",
+    )
     return p
 
 
@@ -78,9 +99,11 @@ def _run(argv) -> int:
         if err is not None:
             failures.append(err)
             key, value = msg.key(), msg.value()
-            print(f"Error when sending message to topic {msg.topic()} with key: "
-                  f"{_size(key)}, value: {_size(value)} with error: {err.name()}: {err.str()}",
-                  file=sys.stderr)
+            print(
+                f"Error when sending message to topic {msg.topic()} with key: "
+                f"{_size(key)}, value: {_size(value)} with error: {error_name(err)}: {err.str()}",
+                file=sys.stderr,
+            )
 
     for number, line in enumerate(sys.stdin, start=1):
         key, value, headers = parse_line(line.rstrip("\r\n"), number, reader)
@@ -100,8 +123,9 @@ def _size(data: bytes | None) -> str:
 def _produce(producer, topic, key, value, headers, on_delivery) -> None:
     while True:
         try:
-            producer.produce(topic, value=value, key=key, headers=headers or None,
-                             on_delivery=on_delivery)
+            producer.produce(
+                topic, value=value, key=key, headers=headers or None, on_delivery=on_delivery
+            )
             producer.poll(0)
             return
         except BufferError:
@@ -123,8 +147,9 @@ def parse_line(line: str, number: int, props: dict[str, str]):
         if not sep:
             if ignore_error:
                 return None, _encode(line, null_marker), []
-            raise CliError("INVALID_RECORD", f"No headers delimiter found on line number "
-                           f"{number}: '{line}'")
+            raise CliError(
+                "INVALID_RECORD", f"No headers delimiter found on line number {number}: '{line}'"
+            )
         headers = _parse_headers(head, props, null_marker, number, line)
     key = None
     if props.get("parse.key", "false") == "true":
@@ -132,8 +157,9 @@ def parse_line(line: str, number: int, props: dict[str, str]):
         if not sep:
             if ignore_error:
                 return None, _encode(rest, null_marker), headers
-            raise CliError("INVALID_RECORD", f"No key separator found on line number "
-                           f"{number}: '{line}'")
+            raise CliError(
+                "INVALID_RECORD", f"No key separator found on line number {number}: '{line}'"
+            )
         key, rest = _encode(key_text, null_marker), value_text
     return key, _encode(rest, null_marker), headers
 
@@ -143,9 +169,12 @@ def _parse_headers(text: str, props, null_marker, number: int, line: str):
     for item in [h for h in text.split(props["headers.separator"]) if h]:
         name, sep, value = item.partition(props["headers.key.separator"])
         if null_marker is not None and name == null_marker:
-            raise CliError("INVALID_RECORD", f"Header keys should not be equal to the null "
-                           f"marker '{null_marker}' as they can't be null; line number {number}: "
-                           f"'{line}'")
+            raise CliError(
+                "INVALID_RECORD",
+                f"Header keys should not be equal to the null "
+                f"marker '{null_marker}' as they can't be null; line number {number}: "
+                f"'{line}'",
+            )
         headers.append((name, _encode(value, null_marker) if sep else None))
     return headers
 

@@ -20,11 +20,13 @@ import sys
 import time
 from datetime import datetime
 
-from .common import CliError, add_bootstrap, client_config, run_tool
+from .common import CliError, add_bootstrap, client_config, error_name, run_tool
 
 MB = 1024 * 1024
-HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, "
-          "nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, "
+    "nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,17 +38,37 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", required=True, help="the topic to consume from")
     p.add_argument("--messages", type=int, required=True, help="how many records to consume")
     p.add_argument("--group", help="consumer group id (default: none, partitions are assigned)")
-    p.add_argument("--fetch-size", type=int, default=MB,
-                   help="bytes to fetch per partition per request (default 1048576)")
-    p.add_argument("--from-latest", action="store_true",
-                   help="start from the latest offset rather than the earliest")
-    p.add_argument("--timeout", type=int, default=10_000, metavar="MS",
-                   help="give up when no record arrives for this long (default 10000)")
+    p.add_argument(
+        "--fetch-size",
+        type=int,
+        default=MB,
+        help="bytes to fetch per partition per request (default 1048576)",
+    )
+    p.add_argument(
+        "--from-latest",
+        action="store_true",
+        help="start from the latest offset rather than the earliest",
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=10_000,
+        metavar="MS",
+        help="give up when no record arrives for this long (default 10000)",
+    )
     p.add_argument("--hide-header", action="store_true", help="print only the stats line")
-    p.add_argument("--show-detailed-stats", action="store_true",
-                   help="print a stats line every --reporting-interval")
-    p.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
-                   help="interval of the detailed stats (default 5000)")
+    p.add_argument(
+        "--show-detailed-stats",
+        action="store_true",
+        help="print a stats line every --reporting-interval",
+    )
+    p.add_argument(
+        "--reporting-interval",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="interval of the detailed stats (default 5000)",
+    )
     return p
 
 
@@ -60,8 +82,15 @@ def _stamp(epoch_s: float) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S:") + f"{dt.microsecond // 1000:03d}"
 
 
-def make_consumer(bootstrap: str, *, group: str | None, fetch_size: int, from_latest: bool,
-                  config_file: str | None = None, overrides: dict | None = None):
+def make_consumer(
+    bootstrap: str,
+    *,
+    group: str | None,
+    fetch_size: int,
+    from_latest: bool,
+    config_file: str | None = None,
+    overrides: dict | None = None,
+):
     from confluent_kafka import Consumer
 
     defaults = {
@@ -71,8 +100,7 @@ def make_consumer(bootstrap: str, *, group: str | None, fetch_size: int, from_la
         "max.partition.fetch.bytes": str(fetch_size),
         "enable.partition.eof": "false",
     }
-    conf = client_config(bootstrap, config_file=config_file, overrides=overrides,
-                         defaults=defaults)
+    conf = client_config(bootstrap, config_file=config_file, overrides=overrides, defaults=defaults)
     return Consumer(conf)
 
 
@@ -103,7 +131,7 @@ def consume(consumer, messages: int, timeout_s: float, detailed=None) -> dict:
             err = msg.error()
             if err is not None:
                 if err.fatal() or err.name() in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
-                    raise CliError(err.name(), err.str())
+                    raise CliError(error_name(err), err.str())
                 continue
             count += 1
             size += len(msg.value() or b"") + len(msg.key() or b"")
@@ -111,31 +139,40 @@ def consume(consumer, messages: int, timeout_s: float, detailed=None) -> dict:
             last = now
             first_at = first_at or now
         elif now - last > timeout_s:
-            print(f"WARNING: Exiting before consuming the expected number of messages: timeout "
-                  f"({int(timeout_s * 1000)} ms) exceeded. You can use the --timeout option to "
-                  "increase the timeout.", file=sys.stderr)
+            print(
+                f"WARNING: Exiting before consuming the expected number of messages: timeout "
+                f"({int(timeout_s * 1000)} ms) exceeded. You can use the --timeout option to "
+                "increase the timeout.",
+                file=sys.stderr,
+            )
             break
         if detailed is not None and now - window[0] >= detailed[0]:
             detailed[1](window, (now, count, size))
             window = (now, count, size)
-    return {"start": start, "end": last, "first": first_at or last, "count": count,
-            "bytes": size}
+    return {"start": start, "end": last, "first": first_at or last, "count": count, "bytes": size}
 
 
 def stats_line(r: dict, rebalance_ms: int) -> str:
     elapsed = max(r["end"] - r["start"], 1e-9)
     fetch_elapsed = max(elapsed - rebalance_ms / 1000, 1e-9)
     mb = r["bytes"] / MB
-    return (f"{_stamp(r['start'])}, {_stamp(r['end'])}, {mb:.4f}, {mb / elapsed:.4f}, "
-            f"{r['count']}, {r['count'] / elapsed:.4f}, {rebalance_ms}, "
-            f"{int(fetch_elapsed * 1000)}, {mb / fetch_elapsed:.4f}, "
-            f"{r['count'] / fetch_elapsed:.4f}")
+    return (
+        f"{_stamp(r['start'])}, {_stamp(r['end'])}, {mb:.4f}, {mb / elapsed:.4f}, "
+        f"{r['count']}, {r['count'] / elapsed:.4f}, {rebalance_ms}, "
+        f"{int(fetch_elapsed * 1000)}, {mb / fetch_elapsed:.4f}, "
+        f"{r['count'] / fetch_elapsed:.4f}"
+    )
 
 
 def _run(argv) -> int:
     args = _parser().parse_args(argv)
-    consumer = make_consumer(args.bootstrap_server, group=args.group, fetch_size=args.fetch_size,
-                             from_latest=args.from_latest, config_file=args.command_config)
+    consumer = make_consumer(
+        args.bootstrap_server,
+        group=args.group,
+        fetch_size=args.fetch_size,
+        from_latest=args.from_latest,
+        config_file=args.command_config,
+    )
     detailed = None
     if args.show_detailed_stats:
         print("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec")
@@ -143,8 +180,11 @@ def _run(argv) -> int:
         def window(prev, cur) -> None:
             dt = max(cur[0] - prev[0], 1e-9)
             mb = cur[2] / MB
-            print(f"{_stamp(cur[0])}, 0, {mb:.4f}, {(cur[2] - prev[2]) / MB / dt:.4f}, "
-                  f"{cur[1]}, {(cur[1] - prev[1]) / dt:.4f}", flush=True)
+            print(
+                f"{_stamp(cur[0])}, 0, {mb:.4f}, {(cur[2] - prev[2]) / MB / dt:.4f}, "
+                f"{cur[1]}, {(cur[1] - prev[1]) / dt:.4f}",
+                flush=True,
+            )
 
         detailed = (args.reporting_interval / 1000, window)
     try:

@@ -48,17 +48,34 @@ def _parser() -> argparse.ArgumentParser:
         description="Print the batches and records of log segments, and the entries of "
         "offset/time indexes and producer snapshots (like kafka-dump-log.sh).",
     )
-    p.add_argument("--files", required=True, metavar="FILE[,FILE]",
-                   help="comma-separated .log, .index, .timeindex or .snapshot files")
-    p.add_argument("--print-data-log", action="store_true",
-                   help="print record keys and payloads (implies --deep-iteration)")
+    p.add_argument(
+        "--files",
+        required=True,
+        metavar="FILE[,FILE]",
+        help="comma-separated .log, .index, .timeindex or .snapshot files",
+    )
+    p.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print record keys and payloads (implies --deep-iteration)",
+    )
     p.add_argument("--deep-iteration", action="store_true", help="print every record of a batch")
-    p.add_argument("--skip-record-metadata", action="store_true",
-                   help="with --print-data-log: print only keys and payloads of records")
-    p.add_argument("--verify-index-only", action="store_true",
-                   help="for index files: only report mismatches with the log")
-    p.add_argument("--max-bytes", type=int, default=INT32_MAX,
-                   help="stop after reading this many bytes of a .log file")
+    p.add_argument(
+        "--skip-record-metadata",
+        action="store_true",
+        help="with --print-data-log: print only keys and payloads of records",
+    )
+    p.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="for index files: only report mismatches with the log",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=INT32_MAX,
+        help="stop after reading this many bytes of a .log file",
+    )
     return p
 
 
@@ -79,9 +96,13 @@ def main(argv: list[str] | None = None) -> int:
 def _dump_file(path: Path, args) -> None:
     suffix = path.suffix
     if suffix == ".log":
-        dump_log(path, deep=args.deep_iteration or args.print_data_log,
-                 print_data=args.print_data_log, skip_metadata=args.skip_record_metadata,
-                 max_bytes=args.max_bytes)
+        dump_log(
+            path,
+            deep=args.deep_iteration or args.print_data_log,
+            print_data=args.print_data_log,
+            skip_metadata=args.skip_record_metadata,
+            max_bytes=args.max_bytes,
+        )
     elif suffix == ".index":
         dump_offset_index(path, verify_only=args.verify_index_only)
     elif suffix == ".timeindex":
@@ -124,7 +145,10 @@ def iter_batches(buf, limit: int | None = None):
     while end - pos >= _FRAMING.size:
         _, length, _, magic = _FRAMING.unpack_from(buf, pos)
         if length < MIN_BATCH_LENGTH:
-            yield None, f"Record batch length {length} at position {pos} is less than the minimum of {MIN_BATCH_LENGTH}."
+            yield (
+                None,
+                f"Record batch length {length} at position {pos} is less than the minimum of {MIN_BATCH_LENGTH}.",
+            )
             return
         if magic != 2:
             yield None, f"Unsupported magic {magic} at position {pos} (only magic 2 is supported)."
@@ -136,8 +160,14 @@ def iter_batches(buf, limit: int | None = None):
         pos += header.size
 
 
-def dump_log(path: Path, *, deep: bool, print_data: bool, skip_metadata: bool = False,
-             max_bytes: int = INT32_MAX) -> None:
+def dump_log(
+    path: Path,
+    *,
+    deep: bool,
+    print_data: bool,
+    skip_metadata: bool = False,
+    max_bytes: int = INT32_MAX,
+) -> None:
     print(f"Log starting offset: {_base_offset(path)}")
     with _mapped(path) as buf, memoryview(buf) as view:
         valid_bytes = 0
@@ -178,9 +208,11 @@ def _bool(value: bool) -> str:
 def _print_records(buf, header: BatchHeader, print_data: bool, skip_metadata: bool) -> None:
     try:
         records = decode_records(buf[header.position : header.position + header.size])
-    except Exception as exc:  # noqa: BLE001: a corrupt batch is reported, not fatal
-        print(f"| Error: cannot decode the records of the batch at position "
-              f"{header.position}: {getattr(exc, 'message', exc)}")
+    except Exception as exc:  # a corrupt batch is reported, not fatal
+        print(
+            f"| Error: cannot decode the records of the batch at position "
+            f"{header.position}: {getattr(exc, 'message', exc)}"
+        )
         return
     ts_type = "LogAppendTime" if header.timestamp_type else "CreateTime"
     for rec in records:
@@ -318,10 +350,12 @@ def dump_producer_snapshot(path: Path) -> None:
         )
         first_seq = last_seq - delta if last_seq - delta >= 0 else last_seq - delta + INT32_MAX + 1
         txn = "OptionalLong.empty" if txn_first < 0 else f"OptionalLong[{txn_first}]"
-        print(f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord_epoch} "
-              f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} firstSequence: {first_seq} "
-              f"lastSequence: {last_seq} lastOffset: {last_offset} offsetDelta: {delta} "
-              f"timestamp: {ts}")
+        print(
+            f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord_epoch} "
+            f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} firstSequence: {first_seq} "
+            f"lastSequence: {last_seq} lastOffset: {last_offset} offsetDelta: {delta} "
+            f"timestamp: {ts}"
+        )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,11 @@ Same options and output as Kafka's TopicCommand, e.g.::
 
     quill-topics --bootstrap-server localhost:9092 --create --topic t --partitions 3
     quill-topics --bootstrap-server localhost:9092 --describe --topic t
-    Topic: t	TopicId: ...	PartitionCount: 3	ReplicationFactor: 1	Configs: ...
-    	Topic: t	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
+
+prints, with tabs between the fields (<TAB> below)::
+
+    Topic: t<TAB>TopicId: ...<TAB>PartitionCount: 3<TAB>ReplicationFactor: 1<TAB>Configs: ...
+    <TAB>Topic: t<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1
 """
 
 from __future__ import annotations
@@ -54,16 +57,30 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="a topic config override for --create (repeatable)",
     )
-    p.add_argument("--if-not-exists", action="store_true", help="with --create: no error if it exists")
-    p.add_argument("--if-exists", action="store_true", help="with --alter/--delete/--describe: "
-                   "no error if the topic does not exist")
+    p.add_argument(
+        "--if-not-exists", action="store_true", help="with --create: no error if it exists"
+    )
+    p.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="with --alter/--delete/--describe: no error if the topic does not exist",
+    )
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
-    p.add_argument("--under-replicated-partitions", action="store_true",
-                   help="describe only partitions whose ISR is smaller than their replica set")
-    p.add_argument("--unavailable-partitions", action="store_true",
-                   help="describe only partitions without a leader")
-    p.add_argument("--topics-with-overrides", action="store_true",
-                   help="describe only topics that have config overrides (header lines only)")
+    p.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="describe only partitions whose ISR is smaller than their replica set",
+    )
+    p.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="describe only partitions without a leader",
+    )
+    p.add_argument(
+        "--topics-with-overrides",
+        action="store_true",
+        help="describe only topics that have config overrides (header lines only)",
+    )
     return p
 
 
@@ -71,14 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except Exception as exc:  # noqa: BLE001: every failure becomes one line and exit 1
+    except Exception as exc:  # every failure becomes one line and exit 1
         print(f"Error while executing topic command : {describe_error(exc)}", file=sys.stderr)
         return 1
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.topic is None and (args.create or args.alter or args.delete):
-        raise CliError("INVALID_REQUEST", "Missing required argument \"[topic]\".")
+        raise CliError("INVALID_REQUEST", 'Missing required argument "[topic]".')
     admin = admin_client(args)
     if args.create:
         return _create(admin, args)
@@ -100,7 +117,9 @@ def _replica_assignment(text: str) -> list[list[int]]:
     try:
         out = [[int(b) for b in part.split(":")] for part in text.split(",")]
     except ValueError:
-        raise CliError("INVALID_REPLICA_ASSIGNMENT", f"Invalid --replica-assignment {text!r}.") from None
+        raise CliError(
+            "INVALID_REPLICA_ASSIGNMENT", f"Invalid --replica-assignment {text!r}."
+        ) from None
     for index, replicas in enumerate(out):
         if len(set(replicas)) != len(replicas):
             raise CliError(
@@ -115,25 +134,36 @@ def _create(admin, args) -> int:
     from confluent_kafka.admin import NewTopic
 
     if "." in args.topic or "_" in args.topic:
-        print("WARNING: Due to limitations in metric names, topics with a period ('.') or "
-              "underscore ('_') could collide. To avoid issues it is best to use either, but "
-              "not both.")
+        print(
+            "WARNING: Due to limitations in metric names, topics with a period ('.') or "
+            "underscore ('_') could collide. To avoid issues it is best to use either, but "
+            "not both."
+        )
     configs = parse_properties(args.config, what="--config entry")
     if args.replica_assignment:
         if args.partitions is not None or args.replication_factor is not None:
-            raise CliError("INVALID_REQUEST", "Option --replica-assignment can't be used with "
-                           "--partitions or --replication-factor.")
-        spec = NewTopic(args.topic, replica_assignment=_replica_assignment(args.replica_assignment),
-                        config=configs)
+            raise CliError(
+                "INVALID_REQUEST",
+                "Option --replica-assignment can't be used with "
+                "--partitions or --replication-factor.",
+            )
+        spec = NewTopic(
+            args.topic,
+            replica_assignment=_replica_assignment(args.replica_assignment),
+            config=configs,
+        )
     else:
         partitions = -1 if args.partitions is None else args.partitions
         rf = -1 if args.replication_factor is None else args.replication_factor
         if args.partitions is not None and partitions < 1:
             raise CliError("INVALID_PARTITIONS", "The partitions must be greater than 0.")
         if args.replication_factor is not None and rf < 1:
-            raise CliError("INVALID_REPLICATION_FACTOR",
-                           "The replication factor must be greater than 0.")
-        spec = NewTopic(args.topic, num_partitions=partitions, replication_factor=rf, config=configs)
+            raise CliError(
+                "INVALID_REPLICATION_FACTOR", "The replication factor must be greater than 0."
+            )
+        spec = NewTopic(
+            args.topic, num_partitions=partitions, replication_factor=rf, config=configs
+        )
     try:
         result(admin.create_topics([spec])[args.topic])
     except Exception as exc:
@@ -198,8 +228,10 @@ def _print_topic(desc, overrides: list[str], args) -> None:
     partition_filter = args.under_replicated_partitions or args.unavailable_partitions
     if not partition_filter:
         topic_id = f"\tTopicId: {desc.topic_id}" if desc.topic_id is not None else ""
-        print(f"Topic: {desc.name}{topic_id}\tPartitionCount: {len(partitions)}\t"
-              f"ReplicationFactor: {rf}\tConfigs: {','.join(overrides)}")
+        print(
+            f"Topic: {desc.name}{topic_id}\tPartitionCount: {len(partitions)}\t"
+            f"ReplicationFactor: {rf}\tConfigs: {','.join(overrides)}"
+        )
     if args.topics_with_overrides:
         return
     for p in partitions:
@@ -210,9 +242,11 @@ def _print_topic(desc, overrides: list[str], args) -> None:
             continue
         if args.unavailable_partitions and leader is not None:
             continue
-        print(f"\tTopic: {desc.name}\tPartition: {p.id}\t"
-              f"Leader: {'none' if leader is None else leader}\t"
-              f"Replicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}")
+        print(
+            f"\tTopic: {desc.name}\tPartition: {p.id}\t"
+            f"Leader: {'none' if leader is None else leader}\t"
+            f"Replicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}"
+        )
 
 
 # --------------------------------------------------------------------------- alter, delete
@@ -222,16 +256,25 @@ def _alter(admin, args) -> int:
     from confluent_kafka.admin import NewPartitions
 
     if args.config:
-        raise CliError("INVALID_REQUEST", "Option --config is not valid with --alter; use "
-                       "quill-configs --alter --entity-type topics --add-config instead.")
+        raise CliError(
+            "INVALID_REQUEST",
+            "Option --config is not valid with --alter; use "
+            "quill-configs --alter --entity-type topics --add-config instead.",
+        )
     if args.partitions is None:
         raise CliError("INVALID_REQUEST", "--alter needs --partitions (the new partition count).")
     assignment = _replica_assignment(args.replica_assignment) if args.replica_assignment else None
     for name in _matching(admin, args, require=True):
         if name in INTERNAL_TOPICS:
-            raise CliError("INVALID_REQUEST",
-                           f"The number of partitions for the internal topic {name} cannot be changed.")
-        spec = NewPartitions(name, args.partitions, assignment)
+            raise CliError(
+                "INVALID_REQUEST",
+                f"The number of partitions for the internal topic {name} cannot be changed.",
+            )
+        spec = (
+            NewPartitions(name, args.partitions)
+            if assignment is None
+            else NewPartitions(name, args.partitions, assignment)
+        )
         result(admin.create_partitions([spec])[name])
     return 0
 
@@ -240,8 +283,11 @@ def _delete(admin, args) -> int:
     names = _matching(admin, args, require=True)
     for name in names:
         if name in INTERNAL_TOPICS:
-            raise CliError("INVALID_REQUEST", f"Topic {name} is a kafka internal topic and is "
-                           "not allowed to be marked for deletion.")
+            raise CliError(
+                "INVALID_REQUEST",
+                f"Topic {name} is a kafka internal topic and is "
+                "not allowed to be marked for deletion.",
+            )
     if not names:
         return 0
     futures = admin.delete_topics(names, operation_timeout=30)

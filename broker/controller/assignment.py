@@ -24,7 +24,9 @@ def assign_replicas(
 ) -> dict[int, list[int]]:
     """partition -> replica list (first is the preferred leader)."""
     if partitions <= 0:
-        raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        raise KafkaError(
+            ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+        )
     if replication_factor <= 0:
         raise KafkaError(
             ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."

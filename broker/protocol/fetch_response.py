@@ -73,10 +73,18 @@ def encode_fetch_response(
         buf += _string(name, flexible)
         buf += _array_len(len(partitions), flexible)
         for p in partitions:
-            buf += _PARTITION_HEAD.pack(
-                p.partition, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
-            ) if version >= 5 else _PARTITION_HEAD_V4.pack(
-                p.partition, p.error_code, p.high_watermark, p.last_stable_offset
+            buf += (
+                _PARTITION_HEAD.pack(
+                    p.partition,
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                )
+                if version >= 5
+                else _PARTITION_HEAD_V4.pack(
+                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset
+                )
             )
             aborted = p.aborted_transactions
             if aborted is None:

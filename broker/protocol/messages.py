@@ -75,10 +75,8 @@ def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         body, body_len = _reader(schema)(frame, used)
     except Exception as exc:  # kio raises several types for short or bad input
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
-    if used + body_len != len(frame):
-        raise ProtocolError(
-            f"{schema.__name__} v{version} has {len(frame) - used - body_len} trailing bytes"
-        )
+    # Bytes after the body are ignored, as Kafka's own request parser does: librdkafka,
+    # for one, sends Metadata v12 with fields of older versions behind the body.
     return RequestHeader(api_key, version, header.correlation_id, header.client_id), body
 
 
@@ -197,13 +195,17 @@ def build(cls: type, data: dict[str, Any]) -> Any:
             value = data[info.name]
             if info.nested is not None:
                 if info.is_array:
-                    value = None if value is None else tuple(
-                        v if is_dataclass(v) else build(info.nested, v) for v in value
+                    value = (
+                        None
+                        if value is None
+                        else tuple(v if is_dataclass(v) else build(info.nested, v) for v in value)
                     )
                 elif value is not None and not is_dataclass(value):
                     value = build(info.nested, value)
             elif info.is_array:
-                value = None if value is None else tuple(_convert(info.kafka_type, v) for v in value)
+                value = (
+                    None if value is None else tuple(_convert(info.kafka_type, v) for v in value)
+                )
             else:
                 value = _convert(info.kafka_type, value)
             kwargs[info.name] = value

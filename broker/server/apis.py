@@ -88,7 +88,9 @@ async def handle_api_versions(server: KafkaServer, header: RequestHeader, reques
 def _unsupported_api_versions(correlation_id: int) -> bytes:
     """ApiVersions v0 response with UNSUPPORTED_VERSION and our version table."""
     body = struct.pack(">hi", ErrorCode.unsupported_version, len(SUPPORTED))
-    body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (_n, lo, hi) in sorted(SUPPORTED.items()))
+    body += b"".join(
+        struct.pack(">hhh", k, lo, hi) for k, (_n, lo, hi) in sorted(SUPPORTED.items())
+    )
     return struct.pack(">ii", len(body) + 4, correlation_id) + body
 
 

@@ -22,8 +22,8 @@ from ..replica.manager import ReplicaManager
 from ..replica.partition import PartitionState
 from ..zk.client import KafkaZkClient
 from ..zk.znodes import (
-    BrokerIdZNode,
     BrokerIdsZNode,
+    BrokerIdZNode,
     ConfigEntityZNode,
     ControllerZNode,
     TopicPartitionStateZNode,

@@ -91,10 +91,18 @@ KEYS: dict[str, Key] = {
         Key("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
         Key("offsets.topic.replication.factor", _int, 3, "RF of __consumer_offsets", 1),
         Key("offsets.topic.num.partitions", _int, 50, "Partitions of __consumer_offsets", 1),
-        Key("group.initial.rebalance.delay.ms", _int, 3000, "Delay of a new group's first rebalance"),
+        Key(
+            "group.initial.rebalance.delay.ms", _int, 3000, "Delay of a new group's first rebalance"
+        ),
         Key("replica.lag.time.max.ms", _int, 30000, "Time before a lagging follower leaves ISR"),
         Key("fetch.max.bytes", _int, 57671680, "Largest fetch response", 0),
-        Key("queued.max.requests", _int, 500, "Requests queued per connection before reading pauses", 1),
+        Key(
+            "queued.max.requests",
+            _int,
+            500,
+            "Requests queued per connection before reading pauses",
+            1,
+        ),
         Key("connections.max.idle.ms", _int, 600000, "Idle connections are closed after this"),
         Key("transactional.id.expiration.ms", _int, 604800000, "Transactional id expiry"),
         Key("producer.id.expiration.ms", _int, 86400000, "Idle producer id expiry"),

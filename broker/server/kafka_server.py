@@ -91,7 +91,9 @@ class KafkaServer:
             endpoints.append(f"{a_name}://{a_host}:{a_port or bound}")
             log.info("listening on %s://%s:%d", name, host, bound)
         loop = asyncio.get_running_loop()
-        self.cluster_sync = ClusterSync(self.zk, self.cache, self.replicas, loop, self.on_topic_config)
+        self.cluster_sync = ClusterSync(
+            self.zk, self.cache, self.replicas, loop, self.on_topic_config
+        )
         await asyncio.to_thread(self.cluster_sync.start)
         self.controller = Controller(self.zk, cfg.broker_id)
         first = endpoints[0].split("://", 1)[1]

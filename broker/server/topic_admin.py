@@ -25,7 +25,9 @@ MAX_NAME_LENGTH = 249
 
 def validate_topic_name(name: str | None) -> None:
     if not name:
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty"
+        )
     if name in (".", ".."):
         raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic name cannot be {name!r}")
     if len(name) > MAX_NAME_LENGTH:
@@ -47,18 +49,25 @@ def _check_assignment(
     live = set(server.cache.brokers)
     sizes = {len(r) for r in manual.values()}
     if len(sizes) > 1:
-        raise KafkaError(ErrorCode.invalid_replica_assignment, "All partitions must have the same replication factor")
+        raise KafkaError(
+            ErrorCode.invalid_replica_assignment,
+            "All partitions must have the same replication factor",
+        )
     for partition, replicas in manual.items():
         if partition != first_partition + sorted(manual).index(partition):
-            raise KafkaError(ErrorCode.invalid_replica_assignment, "Partitions must be consecutive from 0")
+            raise KafkaError(
+                ErrorCode.invalid_replica_assignment, "Partitions must be consecutive from 0"
+            )
         if len(set(replicas)) != len(replicas):
             raise KafkaError(
-                ErrorCode.invalid_replica_assignment, f"Duplicate brokers in the replicas of partition {partition}"
+                ErrorCode.invalid_replica_assignment,
+                f"Duplicate brokers in the replicas of partition {partition}",
             )
         unknown = [b for b in replicas if b not in live]
         if unknown:
             raise KafkaError(
-                ErrorCode.invalid_replica_assignment, f"Unknown broker(s) {unknown} in the replicas of partition {partition}"
+                ErrorCode.invalid_replica_assignment,
+                f"Unknown broker(s) {unknown} in the replicas of partition {partition}",
             )
 
 
@@ -93,7 +102,9 @@ async def create_topic(
             num_partitions = server.config["num.partitions"]
         if replication_factor == -1:
             replication_factor = server.config["default.replication.factor"]
-        assignment = assign_replicas(sorted(server.cache.brokers), num_partitions, replication_factor)
+        assignment = assign_replicas(
+            sorted(server.cache.brokers), num_partitions, replication_factor
+        )
     topic = TopicAssignment(partitions=assignment)
     rf = len(next(iter(assignment.values())))
     if validate_only:
@@ -105,7 +116,9 @@ async def create_topic(
     return topic.topic_id, len(assignment), rf, config
 
 
-async def wait_for_leaders(server: KafkaServer, name: str, partitions: int, timeout_ms: int) -> bool:
+async def wait_for_leaders(
+    server: KafkaServer, name: str, partitions: int, timeout_ms: int
+) -> bool:
     """Wait until this broker's cache has a state for every partition (or time out)."""
     deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
     while True:
@@ -132,7 +145,9 @@ async def add_partitions(
 ) -> None:
     meta = server.cache.topics.get(name)
     if meta is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        raise KafkaError(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
     current = len(meta.replicas)
     if count < current:
         raise KafkaError(
@@ -152,12 +167,16 @@ async def add_partitions(
         new = {current + i: list(r) for i, r in enumerate(manual)}
         _check_assignment(server, new, current)
     else:
-        new = assign_replicas(sorted(server.cache.brokers), count - current, rf, start_partition=current)
+        new = assign_replicas(
+            sorted(server.cache.brokers), count - current, rf, start_partition=current
+        )
     if validate_only:
         return
     assignment = await asyncio.to_thread(server.zk.get_topic_assignment, name)
     if assignment is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        raise KafkaError(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
     assignment.partitions.update(new)
     await asyncio.to_thread(server.zk.set_topic_assignment, name, assignment)
     await wait_for_leaders(server, name, count, timeout_ms)
@@ -165,17 +184,26 @@ async def add_partitions(
 
 async def delete_topic(server: KafkaServer, name: str, timeout_ms: int) -> None:
     if not server.config["delete.topic.enable"]:
-        raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled (delete.topic.enable=false).")
+        raise KafkaError(
+            ErrorCode.topic_deletion_disabled,
+            "Topic deletion is disabled (delete.topic.enable=false).",
+        )
     if name in INTERNAL_TOPICS:
-        raise KafkaError(ErrorCode.invalid_topic_exception, f"Internal topic {name} cannot be deleted.")
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception, f"Internal topic {name} cannot be deleted."
+        )
     if name not in server.cache.topics:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        raise KafkaError(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
     await asyncio.to_thread(server.zk.mark_topic_for_deletion, name)
     deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
     while name in server.cache.topics:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise KafkaError(ErrorCode.request_timed_out, f"Deletion of {name} is still in progress.")
+            raise KafkaError(
+                ErrorCode.request_timed_out, f"Deletion of {name} is still in progress."
+            )
         try:
             await asyncio.wait_for(server.cluster_sync.changed.wait(), remaining)
         except TimeoutError:

@@ -171,9 +171,7 @@ class KafkaZkClient:
     def topic_exists(self, topic: str) -> bool:
         return self.zk.exists(TopicZNode.path(topic)) is not None
 
-    def create_topic(
-        self, topic: str, assignment: TopicAssignment, config: dict[str, str]
-    ) -> bool:
+    def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> bool:
         """Write config then assignment in one transaction; False if the topic exists."""
         tx = self.zk.transaction()
         config_path = ConfigEntityZNode.path("topics", topic)
@@ -227,7 +225,12 @@ class KafkaZkClient:
         for partition, state in states.items():
             path = TopicPartitionStateZNode.path(topic, partition)
             pending.append(
-                (path, self.zk.create_async(path, TopicPartitionStateZNode.encode(state), makepath=True))
+                (
+                    path,
+                    self.zk.create_async(
+                        path, TopicPartitionStateZNode.encode(state), makepath=True
+                    ),
+                )
             )
         for path, result in pending:
             try:
@@ -235,9 +238,7 @@ class KafkaZkClient:
             except NodeExistsError:
                 log.debug("%s already exists", path)
 
-    def update_partition_state(
-        self, topic: str, partition: int, state: LeaderAndIsr
-    ) -> int | None:
+    def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr) -> int | None:
         """Conditional write on ``state.zk_version``; returns the new version or None."""
         try:
             stat = self.zk.set(

@@ -22,7 +22,10 @@ async def handle_create_topics(server: KafkaServer, header: RequestHeader, req: 
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "num_partitions": -1, "replication_factor": -1}
         if seen[t.name] > 1:
-            entry.update(error_code=ErrorCode.invalid_request, error_message=f"Create topics request from client contains multiple entries for topic {t.name}")
+            entry.update(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"Create topics request from client contains multiple entries for topic {t.name}",
+            )
             results.append(entry)
             continue
         manual = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
@@ -65,15 +68,25 @@ async def handle_create_topics(server: KafkaServer, header: RequestHeader, req: 
 async def handle_delete_topics(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     responses = []
     names = getattr(req, "topic_names", None)
-    items = [(n, None) for n in names] if names is not None else [(t.name, t.topic_id) for t in req.topics]
+    items = (
+        [(n, None) for n in names]
+        if names is not None
+        else [(t.name, t.topic_id) for t in req.topics]
+    )
     for name, topic_id in items:
         if name is None and topic_id is not None:
             meta = next(
-                (m for m in server.cache.topics.values() if topic_id_bytes(m.topic_id) == topic_id.bytes),
+                (
+                    m
+                    for m in server.cache.topics.values()
+                    if topic_id_bytes(m.topic_id) == topic_id.bytes
+                ),
                 None,
             )
             if meta is None:
-                responses.append({"name": None, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_id})
+                responses.append(
+                    {"name": None, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_id}
+                )
                 continue
             name = meta.name
         try:
@@ -81,7 +94,12 @@ async def handle_delete_topics(server: KafkaServer, header: RequestHeader, req: 
             responses.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.none})
         except KafkaError as exc:
             responses.append(
-                {"name": name, "topic_id": topic_id, "error_code": exc.code, "error_message": exc.message}
+                {
+                    "name": name,
+                    "topic_id": topic_id,
+                    "error_code": exc.code,
+                    "error_message": exc.message,
+                }
             )
     return {"throttle_time": 0, "responses": responses}
 
@@ -92,7 +110,12 @@ async def handle_create_partitions(server: KafkaServer, header: RequestHeader, r
         manual = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
             await topic_admin.add_partitions(
-                server, t.name, t.count, manual, validate_only=req.validate_only, timeout_ms=ms(req.timeout)
+                server,
+                t.name,
+                t.count,
+                manual,
+                validate_only=req.validate_only,
+                timeout_ms=ms(req.timeout),
             )
             results.append({"name": t.name, "error_code": ErrorCode.none, "error_message": None})
         except KafkaError as exc:

@@ -37,7 +37,9 @@ def _describe_topic(server: KafkaServer, name: str, keys, synonyms: bool, docs: 
                 "read_only": d.read_only,
                 "config_source": int(d.source),
                 "is_sensitive": d.is_sensitive,
-                "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in d.synonyms] if synonyms else [],
+                "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in d.synonyms]
+                if synonyms
+                else [],
                 "config_type": int(d.config_type),
                 "documentation": None,
             }
@@ -47,7 +49,10 @@ def _describe_topic(server: KafkaServer, name: str, keys, synonyms: bool, docs: 
 
 def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> list[dict]:
     if name and name != str(server.config.broker_id):
-        raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {server.config.broker_id} but received {name}")
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {server.config.broker_id} but received {name}",
+        )
     rows = []
     for key, spec in sorted(BROKER_KEYS.items()):
         if keys is not None and key not in keys:
@@ -60,11 +65,17 @@ def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> li
         rows.append(
             {
                 "name": key,
-                "value": None if value is None else str(value).lower() if isinstance(value, bool) else str(value),
+                "value": None
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value),
                 "read_only": True,
                 "config_source": source,
                 "is_sensitive": False,
-                "synonyms": [{"name": key, "value": str(value), "source": source}] if synonyms else [],
+                "synonyms": [{"name": key, "value": str(value), "source": source}]
+                if synonyms
+                else [],
                 "config_type": 2,
                 "documentation": spec.doc,
             }
@@ -85,7 +96,9 @@ async def handle_describe_configs(server: KafkaServer, header: RequestHeader, re
             elif r.resource_type == BROKER:
                 configs = _describe_broker(server, r.resource_name, keys, synonyms)
             else:
-                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}")
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
+                )
             entry.update(error_code=ErrorCode.none, error_message=None, configs=configs)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message, configs=[])
@@ -93,7 +106,9 @@ async def handle_describe_configs(server: KafkaServer, header: RequestHeader, re
     return {"throttle_time": 0, "results": results}
 
 
-async def _alter_topic(server: KafkaServer, name: str, new: dict[str, str], validate_only: bool) -> None:
+async def _alter_topic(
+    server: KafkaServer, name: str, new: dict[str, str], validate_only: bool
+) -> None:
     if name not in server.cache.topics:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     LogConfig.from_props(new, defaults=server.default_log_config)  # raises INVALID_CONFIG
@@ -144,11 +159,15 @@ def _apply_ops(current: dict[str, str], ops, config: LogConfig) -> dict[str, str
                 items = [i for i in items if i not in extra]
             result[op.name] = ",".join(items)
         else:
-            raise KafkaError(ErrorCode.invalid_request, f"Unknown config operation {op.config_operation}")
+            raise KafkaError(
+                ErrorCode.invalid_request, f"Unknown config operation {op.config_operation}"
+            )
     return result
 
 
-async def handle_incremental_alter_configs(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+async def handle_incremental_alter_configs(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> dict:
     responses = []
     for r in req.resources:
         entry = {"resource_type": r.resource_type, "resource_name": r.resource_name}

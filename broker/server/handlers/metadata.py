@@ -67,7 +67,12 @@ async def _auto_create(server: KafkaServer, name: str) -> dict:
             return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
     meta = server.cache.topics.get(name)
     if meta is None or len(meta.states) < len(meta.replicas):
-        return {"error_code": ErrorCode.leader_not_available, "name": name, "is_internal": False, "partitions": []}
+        return {
+            "error_code": ErrorCode.leader_not_available,
+            "name": name,
+            "is_internal": False,
+            "partitions": [],
+        }
     return _topic_entry(server, meta)
 
 
@@ -86,18 +91,28 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
             name = item.name
             if name is None and getattr(item, "topic_id", None) is not None:
                 meta = next(
-                    (m for m in cache.topics.values() if topic_id_bytes(m.topic_id) == item.topic_id.bytes),
+                    (
+                        m
+                        for m in cache.topics.values()
+                        if topic_id_bytes(m.topic_id) == item.topic_id.bytes
+                    ),
                     None,
                 )
                 if meta is not None:
                     topics.append(_topic_entry(server, meta))
                 else:
-                    topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
+                    topics.append(
+                        {"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []}
+                    )
                 continue
             meta = cache.topics.get(name)
             if meta is not None:
                 topics.append(_topic_entry(server, meta))
-            elif allow_auto and server.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS:
+            elif (
+                allow_auto
+                and server.config["auto.create.topics.enable"]
+                and name not in INTERNAL_TOPICS
+            ):
                 topics.append(await _auto_create(server, name))
             else:
                 try:
@@ -105,7 +120,9 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
                     code = ErrorCode.unknown_topic_or_partition
                 except KafkaError as exc:
                     code = exc.code
-                topics.append({"error_code": code, "name": name, "is_internal": False, "partitions": []})
+                topics.append(
+                    {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+                )
     return {
         "throttle_time": 0,
         "brokers": [

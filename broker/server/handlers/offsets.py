@@ -58,8 +58,20 @@ async def handle_delete_records(server: KafkaServer, header: RequestHeader, req:
                 log = part.require_leader()
                 offset = log.high_watermark if p.offset == -1 else p.offset
                 low = log.delete_records_before(offset)
-                partitions.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": ErrorCode.none})
+                partitions.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": low,
+                        "error_code": ErrorCode.none,
+                    }
+                )
             except KafkaError as exc:
-                partitions.append({"partition_index": p.partition_index, "low_watermark": -1, "error_code": exc.code})
+                partitions.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": -1,
+                        "error_code": exc.code,
+                    }
+                )
         topics.append({"name": t.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}

@@ -53,4 +53,9 @@ async def handle_init_producer_id(server: KafkaServer, header: RequestHeader, re
             "throttle_time": 0,
         }
     producer_id = await server.producer_ids.next_id()
-    return {"error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": 0, "throttle_time": 0}
+    return {
+        "error_code": ErrorCode.none,
+        "producer_id": producer_id,
+        "producer_epoch": 0,
+        "throttle_time": 0,
+    }
