@@ -135,3 +135,15 @@ def test_api_versions_with_unsupported_version_answers_in_v0(broker):
         assert corr == 42 and err == ErrorCode.unsupported_version and count > 10
     finally:
         w.close()
+
+
+def test_zstd_needs_produce_v7(wire):
+    batch = bytes(build_batch([(b"k", b"v", [], int(time.time() * 1000))], compression=4))
+    before = _leo(wire)
+    assert (
+        wire.produce(TOPIC, 0, batch, version=6).error_code
+        == ErrorCode.unsupported_compression_type
+    )
+    assert _leo(wire) == before
+    assert wire.produce(TOPIC, 0, batch, version=7).error_code == ErrorCode.none
+    assert _leo(wire) == before + 1

@@ -15,6 +15,7 @@ from pathlib import Path
 
 __all__ = [
     "CliError",
+    "ToolParser",
     "add_bootstrap",
     "admin_client",
     "client_config",
@@ -103,6 +104,23 @@ def run_tool(body, argv: Sequence[str] | None, *, prefix: str = "Error") -> int:
 # --------------------------------------------------------------------------- options
 
 
+class ToolParser(argparse.ArgumentParser):
+    """argparse with the tool's module docstring (examples) as epilog, and exit code 1
+    for bad usage like Kafka's tools (argparse's own is 2)."""
+
+    def __init__(self, *, prog: str, description: str, examples: str | None = None) -> None:
+        super().__init__(
+            prog=prog,
+            description=description,
+            epilog=examples,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def add_bootstrap(
     parser: argparse.ArgumentParser, *, config_flag: str = "--command-config"
 ) -> None:
@@ -158,7 +176,8 @@ def client_config(
     defaults: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """librdkafka configuration: defaults < properties file < command-line overrides."""
-    conf: dict[str, str] = dict(defaults or {})
+    # librdkafka's informational logs (level 6) are noise for a command-line tool.
+    conf: dict[str, str] = {"log_level": "4", **(defaults or {})}
     conf.update(read_properties_file(config_file))
     conf.update(overrides or {})
     if "buffer.memory" in conf:

@@ -17,6 +17,7 @@ import sys
 
 from .common import (
     CliError,
+    ToolParser,
     add_bootstrap,
     admin_client,
     cluster_topics,
@@ -31,7 +32,8 @@ _SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-configs",
         description="Describe or change the configs of topics and brokers (like kafka-configs.sh).",
     )

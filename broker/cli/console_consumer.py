@@ -16,8 +16,17 @@ import sys
 import time
 import uuid
 
-from .common import CliError, add_bootstrap, client_config, error_name, parse_properties, run_tool
+from .common import (
+    CliError,
+    ToolParser,
+    add_bootstrap,
+    client_config,
+    error_name,
+    parse_properties,
+    run_tool,
+)
 
+GROUP_WARN_S = 10.0
 # librdkafka error codes that mean the consumer cannot go on.
 _FATAL = {
     "UNKNOWN_TOPIC_OR_PART",
@@ -30,7 +39,8 @@ _FATAL = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-console-consumer",
         description="Consume records and print them to standard output "
         "(like kafka-console-consumer.sh).",
@@ -159,7 +169,8 @@ def _consume_loop(consumer, formatter, args) -> int:
     count = 0
     limit = args.max_messages
     timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000
-    last = time.monotonic()
+    last = started = time.monotonic()
+    warned = not args.group or args.partition is not None
     try:
         while limit is None or count < limit:
             batch = consumer.consume(
@@ -174,6 +185,14 @@ def _consume_loop(consumer, formatter, args) -> int:
                 count += 1
                 last = now
             out.flush()
+            if not warned and now - started > GROUP_WARN_S and not consumer.assignment():
+                warned = True
+                print(
+                    f"WARN no partition of {args.topic} assigned to this member of group "
+                    f"{args.group} after {GROUP_WARN_S:.0f} s: is the group coordinator "
+                    "reachable (FindCoordinator, JoinGroup)?",
+                    file=sys.stderr,
+                )
             if timeout_s is not None and now - last >= timeout_s:
                 print(
                     "ERROR Error processing message, terminating consumer process: "

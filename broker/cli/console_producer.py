@@ -13,7 +13,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import CliError, add_bootstrap, client_config, error_name, parse_properties, run_tool
+from .common import (
+    CliError,
+    ToolParser,
+    add_bootstrap,
+    client_config,
+    error_name,
+    parse_properties,
+    run_tool,
+)
 
 _READER_DEFAULTS = {
     "parse.key": "false",
@@ -27,7 +35,8 @@ _READER_DEFAULTS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-console-producer",
         description="Read lines from standard input and send each as a record "
         "(like kafka-console-producer.sh).",

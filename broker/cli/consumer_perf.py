@@ -20,7 +20,7 @@ import sys
 import time
 from datetime import datetime
 
-from .common import CliError, add_bootstrap, client_config, error_name, run_tool
+from .common import CliError, ToolParser, add_bootstrap, client_config, error_name, run_tool
 
 MB = 1024 * 1024
 HEADER = (
@@ -30,7 +30,8 @@ HEADER = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-consumer-perf-test",
         description="Measure consumer throughput (like kafka-consumer-perf-test.sh).",
     )

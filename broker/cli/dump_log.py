@@ -22,6 +22,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from broker.cli.common import ToolParser
 from broker.protocol.compression import CODEC_NAMES
 from broker.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -43,7 +44,8 @@ INT32_MAX = (1 << 31) - 1
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-dump-log",
         description="Print the batches and records of log segments, and the entries of "
         "offset/time indexes and producer snapshots (like kafka-dump-log.sh).",

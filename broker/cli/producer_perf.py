@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .common import (
     CliError,
+    ToolParser,
     client_config,
     error_name,
     parse_properties,
@@ -33,7 +34,8 @@ REPORT_INTERVAL_S = 5.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-producer-perf-test",
         description="Measure producer throughput and latency (like kafka-producer-perf-test.sh).",
     )

@@ -19,6 +19,7 @@ import sys
 
 from .common import (
     CliError,
+    ToolParser,
     add_bootstrap,
     admin_client,
     cluster_topics,
@@ -32,7 +33,8 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
+        examples=__doc__,
         prog="quill-topics",
         description="Create, delete, describe, or change a topic (like kafka-topics.sh).",
     )

@@ -19,6 +19,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from .partition import Partition, PartitionState
 
 log = logging.getLogger(__name__)
+ZSTD = 4
 
 
 @dataclass(slots=True)
@@ -101,7 +102,13 @@ class ReplicaManager:
 
     # -- produce ---------------------------------------------------------------------
     def append(
-        self, topic: str, index: int, records: bytes | None, *, acks: int = 1
+        self,
+        topic: str,
+        index: int,
+        records: bytes | None,
+        *,
+        acks: int = 1,
+        zstd_allowed: bool = True,
     ) -> ProduceResult:
         try:
             part = self.get_partition(topic, index)
@@ -116,6 +123,11 @@ class ReplicaManager:
             if not records:
                 raise KafkaError(ErrorCode.invalid_record, "empty record set")
             headers = rec.validate_produce(records, max_message_bytes=log_.config.max_message_bytes)
+            if not zstd_allowed and any(h.compression == ZSTD for h in headers):
+                raise KafkaError(
+                    ErrorCode.unsupported_compression_type,
+                    "zstd batches need Produce v7 or later",
+                )
             info = part.append_as_leader(bytearray(records), headers)
         except KafkaError as exc:
             if exc.code not in (ErrorCode.not_leader_or_follower,):

@@ -25,7 +25,13 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
                     "error_message": "transactions are not supported by this broker yet",
                 }
             else:
-                r = server.replicas.append(topic.name, pd.index, pd.records, acks=acks)
+                r = server.replicas.append(
+                    topic.name,
+                    pd.index,
+                    pd.records,
+                    acks=acks,
+                    zstd_allowed=header.api_version >= 7,
+                )
                 result = {
                     "error_code": r.error,
                     "error_message": r.message,
