@@ -27,6 +27,7 @@ class ProduceResult:
     error: ErrorCode = ErrorCode.none
     message: str | None = None
     base_offset: int = -1
+    last_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
 
@@ -135,6 +136,7 @@ class ReplicaManager:
             return ProduceResult(exc.code, exc.message)
         return ProduceResult(
             base_offset=info.first_offset,
+            last_offset=info.last_offset,
             log_append_time=info.log_append_time,
             log_start_offset=info.log_start_offset,
         )
@@ -178,6 +180,22 @@ class ReplicaManager:
             region=region,
             size=region.size if region is not None else 0,
         )
+
+    async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> bool:
+        """Wait until ``offset`` is below the high watermark (acks=all); False on timeout
+        or when this broker stops leading the partition."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            part = self.partitions.get((topic, index))
+            if part is None or not part.is_leader or part.log is None:
+                return False
+            if part.log.high_watermark > offset:
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await self.wait_for_data([(topic, index)], remaining)
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
         """Park a fetch until any of its partitions gets new data, or the timeout."""
