@@ -201,7 +201,7 @@ def _consume_loop(consumer, formatter, args) -> int:
                     file=sys.stderr,
                 )
                 break
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C, or `| head` has seen enough
         pass
     return count
 

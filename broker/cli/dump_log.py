@@ -19,6 +19,7 @@ import argparse
 import mmap
 import struct
 import sys
+from bisect import bisect_left
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -310,11 +311,12 @@ def dump_offset_index(path: Path, *, verify_only: bool = False) -> None:
 def dump_time_index(path: Path, *, verify_only: bool = False) -> None:
     base = _base_offset(path)
     batches = _segment_batches(path)
+    last_offsets = [h.last_offset for h in batches or ()]
     mismatches, out_of_order = [], []
     previous = -1
     for (timestamp, _), offset in _entries(path, _TIME_ENTRY, base, 1):
         if batches is not None:
-            batch = next((h for h in batches if h.base_offset <= offset <= h.last_offset), None)
+            batch = _batch_holding(batches, last_offsets, offset)
             if batch is None or batch.max_timestamp != timestamp:
                 mismatches.append((timestamp, -1 if batch is None else batch.max_timestamp))
         if timestamp < previous:
@@ -330,6 +332,14 @@ def dump_time_index(path: Path, *, verify_only: bool = False) -> None:
         print(f"Found out of order timestamp in :{path.resolve()}")
         for index_ts, prev_ts in out_of_order:
             print(f"  Index timestamp: {index_ts}, Previously indexed timestamp: {prev_ts}")
+
+
+def _batch_holding(batches: list[BatchHeader], last_offsets: list[int], offset: int):
+    """The batch whose offset range holds ``offset`` (binary search), or None."""
+    i = bisect_left(last_offsets, offset)
+    if i < len(batches) and batches[i].base_offset <= offset:
+        return batches[i]
+    return None
 
 
 # --------------------------------------------------------------------------- snapshots

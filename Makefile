@@ -1,0 +1,56 @@
+# Quill: `make run` (the whole stack, foreground) and `make test` (the whole suite).
+# Both install whatever is missing first and are safe to repeat.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STACK := $(PY) -m quill_stack
+
+# make up BROKERS=1  ->  QUILL_BROKERS=1
+ifdef BROKERS
+export QUILL_BROKERS := $(BROKERS)
+endif
+
+PYTEST_FLAGS ?= -p no:cacheprovider -ra --durations=15 --strict-markers
+ARGS ?=
+
+.PHONY: help install admin run up down status logs test lint format
+
+help:
+	@echo "make run      install, then run the whole stack in the foreground (Ctrl-C stops it)"
+	@echo "make test     install, then run the whole test suite"
+	@echo "make up       start the stack in the background (BROKERS=1 for one broker)"
+	@echo "make down     stop it;  make status | make logs [ARGS='-f broker-1']"
+	@echo "make lint     ruff check + format check"
+
+install:
+	@scripts/install.sh
+
+# The console's first admin login; prints its password the first time only.
+admin: install
+	@$(PY) manage.py createadmin
+
+run: install admin
+	@$(STACK) run
+
+up: install admin
+	@$(STACK) up
+
+down:
+	@if [ -x $(PY) ]; then $(STACK) down; else echo "not installed, so not running"; fi
+
+status:
+	@$(STACK) status
+
+logs:
+	@$(STACK) logs $(ARGS)
+
+test: install
+	$(PY) -m pytest $(PYTEST_FLAGS) $(ARGS)
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format:
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .

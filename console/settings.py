@@ -1,0 +1,150 @@
+"""Django settings for the Quill console, read from QUILL_* environment variables.
+
+Every variable has a default that works for `make run` on one machine; README.md
+("Configuration") lists them. docker-compose.yml sets the same names.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {raw!r}")
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+def persistent_secret_key(path: Path) -> str:
+    """A random key made on first use and kept in the state dir (mode 600)."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key)
+        return key
+
+
+# Where the console keeps its SQLite database and secret key (the supervisor's state dir).
+STATE_DIR = Path(env("QUILL_STATE_DIR", str(BASE_DIR / ".state"))).absolute()
+
+SECRET_KEY = os.environ.get("QUILL_SECRET_KEY") or persistent_secret_key(STATE_DIR / "secret_key")
+DEBUG = env_bool("QUILL_DEBUG", False)
+ALLOWED_HOSTS = env_list("QUILL_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("QUILL_CSRF_TRUSTED_ORIGINS", "")
+
+# The cluster the console operates, and the Redis that carries channels and Celery.
+QUILL_BOOTSTRAP_SERVERS = env("QUILL_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+QUILL_ZOOKEEPER_CONNECT = env("QUILL_ZOOKEEPER_CONNECT", "127.0.0.1:2181")
+QUILL_REDIS_URL = env("QUILL_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+ASGI_APPLICATION = "console.asgi.application"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": Path(env("QUILL_DB_PATH", str(STATE_DIR / "console.sqlite3"))),
+        "OPTIONS": {"timeout": 20},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [QUILL_REDIS_URL]},
+    }
+}
+
+CELERY_BROKER_URL = QUILL_REDIS_URL
+CELERY_RESULT_BACKEND = QUILL_REDIS_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_EXPIRES = 3600
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = STATE_DIR / "static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": env("QUILL_LOG_LEVEL", "INFO")},
+}

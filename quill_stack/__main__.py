@@ -1,0 +1,3 @@
+from quill_stack.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""Health checks, each returning (healthy, detail) and never raising.
+
+The supervisor, `quill-stack status`, tests/conftest.py and the docker-compose
+healthchecks (`python -m quill_stack.health ...`) all use these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import socket
+import struct
+import sys
+from http.client import HTTPConnection, HTTPException
+
+Health = tuple[bool, str]
+
+API_VERSIONS_KEY = 18
+
+
+def _exchange(host: str, port: int, payload: bytes, timeout: float, want: int) -> bytes:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        data = b""
+        while len(data) < want:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+def zk_command(host: str, port: int, command: str, timeout: float = 2.0) -> str:
+    """Send a ZooKeeper four-letter word (ruok, srvr, stat, mntr) and return the reply."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(command.encode())
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def zookeeper(host: str, port: int, timeout: float = 2.0) -> Health:
+    try:
+        reply = zk_command(host, port, "ruok", timeout)
+    except OSError as exc:
+        return False, f"ruok: {exc}"
+    if reply == "imok":
+        return True, "imok"
+    return False, f"ruok answered {reply!r} (is ruok in 4lw.commands.whitelist?)"
+
+
+def redis(host: str, port: int, timeout: float = 2.0) -> Health:
+    try:
+        reply = _exchange(host, port, b"PING\r\n", timeout, want=7)
+    except OSError as exc:
+        return False, f"PING: {exc}"
+    if reply.startswith(b"+PONG"):
+        return True, "PONG"
+    return False, f"PING answered {reply[:60]!r}"
+
+
+def api_versions_request(correlation_id: int, client_id: bytes = b"quill-health") -> bytes:
+    """ApiVersions v0: int16 api_key, int16 version, int32 correlation id, client id."""
+    body = struct.pack(">hhih", API_VERSIONS_KEY, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def api_versions(host: str, port: int, timeout: float = 2.0) -> Health:
+    """True when the port answers an ApiVersions v0 request with our correlation id."""
+    correlation_id = 0x5157494C  # "QWIL"
+    try:
+        reply = _exchange(host, port, api_versions_request(correlation_id), timeout, want=10)
+    except OSError as exc:
+        return False, f"ApiVersions: {exc}"
+    if len(reply) < 10:
+        return False, f"ApiVersions: short reply {reply!r}"
+    size, got_id, error_code = struct.unpack(">iih", reply[:10])
+    if got_id != correlation_id:
+        return False, f"ApiVersions: correlation id {got_id} != {correlation_id}"
+    return True, f"ApiVersions ok (error_code {error_code})"
+
+
+def _zk_client(zk_connect: str, timeout: float):
+    from kazoo.client import KazooClient
+
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    client = KazooClient(hosts=zk_connect, timeout=timeout, connection_retry=None)
+    client.start(timeout=timeout)
+    return client
+
+
+def registered_broker_ids(zk_connect: str, timeout: float = 3.0) -> set[int]:
+    """Broker ids registered under /brokers/ids (zk_connect may carry a chroot)."""
+    from kazoo.exceptions import NoNodeError
+
+    client = _zk_client(zk_connect, timeout)
+    try:
+        return {int(child) for child in client.get_children("/brokers/ids")}
+    except NoNodeError:
+        return set()
+    finally:
+        client.stop()
+        client.close()
+
+
+def broker_registration(zk_connect: str, broker_id: int, timeout: float = 3.0):
+    """(JSON of /brokers/ids/<id>, its creation time in seconds), or None."""
+    from kazoo.exceptions import NoNodeError
+
+    client = _zk_client(zk_connect, timeout)
+    try:
+        data, stat = client.get(f"/brokers/ids/{broker_id}")
+    except NoNodeError:
+        return None
+    finally:
+        client.stop()
+        client.close()
+    return json.loads(data or b"{}"), stat.created
+
+
+def broker(
+    host: str,
+    port: int,
+    broker_id: int,
+    zk_connect: str,
+    since: float | None = None,
+    timeout: float = 3.0,
+) -> Health:
+    """Registered at /brokers/ids/<id> in ZooKeeper AND answering ApiVersions.
+
+    With `since` (a process start time), a registration older than that, left by a
+    killed predecessor whose ZooKeeper session has not expired yet, does not count.
+    """
+    try:
+        found = broker_registration(zk_connect, broker_id, timeout)
+    except Exception as exc:  # kazoo raises several unrelated types on connect failure
+        return False, f"ZooKeeper {zk_connect}: {exc or type(exc).__name__}"
+    if found is None:
+        return False, f"not registered at /brokers/ids/{broker_id}"
+    if since is not None and found[1] < since - 1.0:
+        return False, f"/brokers/ids/{broker_id} is a previous process's registration"
+    return api_versions(host, port, timeout)
+
+
+def http_ok(host: str, port: int, path: str = "/healthz", timeout: float = 3.0) -> Health:
+    conn = HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Host": "localhost"})
+        status = conn.getresponse().status
+    except (OSError, HTTPException) as exc:
+        return False, f"GET {path}: {exc}"
+    finally:
+        conn.close()
+    return status == 200, f"GET {path} -> {status}"
+
+
+@functools.lru_cache(maxsize=8)
+def _celery(redis_url: str):
+    from celery import Celery
+
+    return Celery("quill-health", broker=redis_url, backend=None)
+
+
+def celery_worker(redis_url: str, node_name: str, timeout: float = 2.0) -> Health:
+    """The worker `node_name` answers Celery's broadcast ping over Redis."""
+    try:
+        replies = _celery(redis_url).control.ping(destination=[node_name], timeout=timeout)
+    except Exception as exc:  # kombu raises various connection errors
+        return False, f"celery ping: {exc}"
+    if any(node_name in reply for reply in replies):
+        return True, "pong"
+    return False, f"no ping reply from {node_name}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m quill_stack.health KIND ...`: exit 0 when healthy (compose healthchecks)."""
+    parser = argparse.ArgumentParser(prog="python -m quill_stack.health")
+    parser.add_argument("kind", choices=["zookeeper", "redis", "broker", "http", "worker"])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--broker-id", type=int)
+    parser.add_argument("--zookeeper", help="zookeeper.connect, for kind=broker")
+    parser.add_argument("--redis-url", help="for kind=worker")
+    parser.add_argument("--node", default="quill-worker@" + socket.gethostname())
+    args = parser.parse_args(argv)
+    if args.kind == "zookeeper":
+        ok, detail = zookeeper(args.host, args.port or 2181)
+    elif args.kind == "redis":
+        ok, detail = redis(args.host, args.port or 6379)
+    elif args.kind == "broker":
+        ok, detail = broker(args.host, args.port or 9092, args.broker_id, args.zookeeper)
+    elif args.kind == "http":
+        ok, detail = http_ok(args.host, args.port or 8000)
+    else:
+        ok, detail = celery_worker(args.redis_url, args.node)
+    print(json.dumps({"healthy": ok, "detail": detail}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

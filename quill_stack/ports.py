@@ -1,0 +1,71 @@
+"""Ports: find free ones, tell whether one is taken, and by which process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the kernel picks it)."""
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports, all held open together while picking them."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when binding (host, port) fails, i.e. a server could not listen there."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(inode)
+    return inodes
+
+
+def port_holder(port: int) -> str | None:
+    """'pid N (command line)' of the process listening on `port`, if we can see it."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    return f"pid {proc.name} ({describe_pid(int(proc.name))})"
+    return None
+
+
+def describe_pid(pid: int) -> str:
+    """The command line of `pid`, shortened, or '?' when it is gone or hidden."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    text = " ".join(raw.replace(b"\0", b" ").decode(errors="replace").split())
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,458 @@
+"""One place that knows how to start and health-check each process of the stack.
+
+Every service is a plain foreground process described by a `ServiceSpec`: its
+command line, the config files to write first, its log file, its port and its health
+check. The supervisor (`quill_stack.supervisor`), the test fixtures (tests/conftest.py)
+and the docker-compose parity test (tests/test_compose.py) all build their processes
+from the functions here, so a service starts the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from quill_stack import health
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
+# ZooKeeper's jar names its dependencies in its manifest; these two add log4j output.
+ZOOKEEPER_LOG_JARS = ("/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
+
+# zoo.cfg settings shared by every ZooKeeper we start. `ruok,srvr,stat,mntr` are the
+# four-letter words our health checks and the console use; the admin server (an HTTP
+# server on 8080) is off so it never collides with anything.
+ZOOKEEPER_SETTINGS = {
+    "tickTime": "2000",
+    "maxClientCnxns": "0",
+    "admin.enableServer": "false",
+    "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
+}
+# How the official `zookeeper` image (docker-compose.yml) spells the same settings.
+ZOOKEEPER_IMAGE_ENV = {
+    "tickTime": "ZOO_TICK_TIME",
+    "maxClientCnxns": "ZOO_MAX_CLIENT_CNXNS",
+    "admin.enableServer": "ZOO_ADMINSERVER_ENABLED",
+    "4lw.commands.whitelist": "ZOO_4LW_COMMANDS_WHITELIST",
+}
+ZOOKEEPER_LOG4J = """\
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Target=System.err
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+"""
+
+# Redis is a cache and a Celery transport here: no persistence.
+REDIS_SETTINGS = {"save": '""', "appendonly": "no"}
+
+# Broker settings the stack writes into every server.properties (Kafka's names and
+# Kafka's defaults; written out so that `cat server.properties` tells the whole story).
+BROKER_DEFAULTS = {
+    "num.partitions": "1",
+    "auto.create.topics.enable": "true",
+    "zookeeper.session.timeout.ms": "18000",
+}
+
+WORKER_NODE = "quill-worker@" + socket.gethostname()
+
+
+class ConfigError(ValueError):
+    """Bad stack configuration (env var or argument); the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A file or command a service needs, and the Debian package that provides it."""
+
+    what: str
+    package: str
+
+    def missing(self) -> bool:
+        if self.what.startswith("/"):
+            return not Path(self.what).exists()
+        return shutil.which(self.what) is None
+
+
+@dataclass
+class ServiceSpec:
+    """How to run one service as a foreground process."""
+
+    name: str
+    kind: str
+    argv: list[str]
+    log_path: Path
+    port: int | None = None
+    host: str = "127.0.0.1"
+    env: dict[str, str] = field(default_factory=dict)
+    # The configuration keys and values as docker-compose.yml sets them: env vars
+    # (config_via="env") or command-line flags (config_via="args").
+    config: dict[str, str] = field(default_factory=dict)
+    config_via: str = "env"
+    files: dict[Path, str] = field(default_factory=dict)
+    dirs: list[Path] = field(default_factory=list)
+    pre_start: list[list[str]] = field(default_factory=list)
+    # check(since) -> (healthy, detail); `since` is the process's start time.
+    check: Callable[[float | None], health.Health] | None = None
+    requires: tuple[Requirement, ...] = ()
+    group: int = 0  # start order: every service of group n is healthy before n+1 starts
+    start_timeout: float = 60.0
+    stop_timeout: float = 20.0
+    cwd: Path = PROJECT_ROOT
+
+    def healthy(self, since: float | None = None) -> health.Health:
+        if self.check is None:
+            return True, "running"
+        return self.check(since)
+
+
+def properties_text(props: Mapping[str, str], header: str = "") -> str:
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{key}={value}" for key, value in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def env_name(key: str) -> str:
+    """The QUILL_ env var that overrides a broker property: log.dirs -> QUILL_LOG_DIRS."""
+    return "QUILL_" + key.upper().replace(".", "_")
+
+
+# ---------------------------------------------------------------- ZooKeeper
+
+
+def zookeeper_spec(
+    state_dir: Path,
+    port: int,
+    host: str = "127.0.0.1",
+    name: str = "zookeeper",
+    settings: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+) -> ServiceSpec:
+    """ZooKeeper from the Debian package, standalone, with its own zoo.cfg and data dir."""
+    settings = {**ZOOKEEPER_SETTINGS, **(settings or {})}
+    conf_dir = state_dir / name
+    zoo_cfg = {
+        "dataDir": str(conf_dir / "data"),
+        "clientPort": str(port),
+        "clientPortAddress": host,
+        **settings,
+    }
+    classpath = ":".join([str(conf_dir), ZOOKEEPER_JAR, *ZOOKEEPER_LOG_JARS])
+    argv = [
+        "java",
+        "-Xms32m",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true",
+        "-cp",
+        classpath,
+        "org.apache.zookeeper.server.ZooKeeperServerMain",
+        str(conf_dir / "zoo.cfg"),
+    ]
+    return ServiceSpec(
+        name=name,
+        kind="zookeeper",
+        argv=argv,
+        log_path=log_path or state_dir / "logs" / f"{name}.log",
+        port=port,
+        host=host,
+        config={
+            ZOOKEEPER_IMAGE_ENV[key]: value
+            for key, value in settings.items()
+            if key in ZOOKEEPER_IMAGE_ENV
+        },
+        files={
+            conf_dir / "zoo.cfg": properties_text(zoo_cfg, "generated by quill-stack"),
+            conf_dir / "log4j.properties": ZOOKEEPER_LOG4J,
+        },
+        dirs=[conf_dir / "data"],
+        check=lambda since=None: health.zookeeper(host, port),
+        requires=(
+            Requirement("java", "openjdk-17-jre-headless"),
+            Requirement(ZOOKEEPER_JAR, "zookeeper"),
+        ),
+        start_timeout=30.0,
+    )
+
+
+# ---------------------------------------------------------------- Redis
+
+
+def redis_spec(
+    state_dir: Path,
+    port: int,
+    host: str = "127.0.0.1",
+    name: str = "redis",
+    log_path: Path | None = None,
+) -> ServiceSpec:
+    """redis-server in the foreground with a generated redis.conf, no persistence."""
+    conf_dir = state_dir / name
+    conf = {
+        "bind": host,
+        "port": str(port),
+        "daemonize": "no",
+        "dir": str(conf_dir),
+        "logfile": '""',
+        **REDIS_SETTINGS,
+    }
+    text = "# generated by quill-stack\n" + "".join(f"{k} {v}\n" for k, v in conf.items())
+    return ServiceSpec(
+        name=name,
+        kind="redis",
+        argv=["redis-server", str(conf_dir / "redis.conf")],
+        log_path=log_path or state_dir / "logs" / f"{name}.log",
+        port=port,
+        host=host,
+        config=dict(REDIS_SETTINGS),
+        config_via="args",
+        files={conf_dir / "redis.conf": text},
+        check=lambda since=None: health.redis(host, port),
+        requires=(Requirement("redis-server", "redis-server"),),
+        start_timeout=20.0,
+    )
+
+
+# ---------------------------------------------------------------- brokers
+
+
+def broker_properties(
+    broker_id: int,
+    port: int,
+    log_dir: Path,
+    zk_connect: str,
+    n_brokers: int,
+    host: str = "127.0.0.1",
+    overrides: Mapping[str, object] | None = None,
+) -> dict[str, str]:
+    """server.properties for one broker, Kafka's key names."""
+    replication = str(min(3, max(1, n_brokers)))
+    # Clients cannot connect to a wildcard address: advertise the machine's name instead.
+    advertised = socket.getfqdn() if host in ("0.0.0.0", "::") else host
+    props = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://{host}:{port}",
+        "advertised.listeners": f"PLAINTEXT://{advertised}:{port}",
+        "log.dirs": str(log_dir),
+        "zookeeper.connect": zk_connect,
+        # Kafka defaults these to 1 and 3; a local stack shows replication across all
+        # its brokers, and a one-broker stack could not create the offsets topic with 3.
+        "default.replication.factor": replication,
+        "offsets.topic.replication.factor": replication,
+        **BROKER_DEFAULTS,
+    }
+    for key, value in (overrides or {}).items():
+        if isinstance(value, bool):
+            value = str(value).lower()
+        props[key] = str(value)
+    return props
+
+
+def broker_spec(
+    state_dir: Path,
+    broker_id: int,
+    port: int,
+    zk_connect: str,
+    n_brokers: int,
+    host: str = "127.0.0.1",
+    overrides: Mapping[str, object] | None = None,
+    log_path: Path | None = None,
+) -> ServiceSpec:
+    """`python -m broker <server.properties>` with its own log.dirs under state_dir."""
+    name = f"broker-{broker_id}"
+    broker_dir = state_dir / name
+    props = broker_properties(
+        broker_id, port, broker_dir / "data", zk_connect, n_brokers, host, overrides
+    )
+    props_path = broker_dir / "server.properties"
+    return ServiceSpec(
+        name=name,
+        kind="broker",
+        argv=[PYTHON, "-m", "broker", str(props_path)],
+        log_path=log_path or state_dir / "logs" / f"{name}.log",
+        port=port,
+        host=host,
+        env={"PYTHONUNBUFFERED": "1"},
+        config={env_name(key): value for key, value in props.items()},
+        files={props_path: properties_text(props, f"{name}: generated by quill-stack")},
+        dirs=[broker_dir / "data"],
+        check=lambda since=None: health.broker(host, port, broker_id, zk_connect, since),
+        group=1,
+    )
+
+
+# ---------------------------------------------------------------- worker, console
+
+
+def app_env(state_dir: Path, redis_url: str, zk_connect: str, bootstrap: str) -> dict[str, str]:
+    """Settings for the Django/Celery processes (console/settings.py reads these)."""
+    return {
+        "QUILL_STATE_DIR": str(state_dir),
+        "QUILL_REDIS_URL": redis_url,
+        "QUILL_ZOOKEEPER_CONNECT": zk_connect,
+        "QUILL_BOOTSTRAP_SERVERS": bootstrap,
+    }
+
+
+def _django_spec(name: str, kind: str, argv: list[str], state_dir: Path, settings: dict):
+    return ServiceSpec(
+        name=name,
+        kind=kind,
+        argv=argv,
+        log_path=state_dir / "logs" / f"{name}.log",
+        env={"PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "console.settings", **settings},
+        config=dict(settings),
+        group=2,
+    )
+
+
+def worker_spec(state_dir: Path, settings: dict[str, str]) -> ServiceSpec:
+    """The Celery worker (threads pool: one process, so signals reach every task)."""
+    argv = [PYTHON, "-m", "celery", "-A", "workers", "worker", "-n", WORKER_NODE]
+    argv += ["-P", "threads", "-c", "4", "--loglevel", "INFO", "--without-mingle"]
+    argv += ["--without-gossip"]
+    spec = _django_spec("worker", "worker", argv, state_dir, settings)
+    redis_url = settings["QUILL_REDIS_URL"]
+    spec.check = lambda since=None: health.celery_worker(redis_url, WORKER_NODE)
+    return spec
+
+
+def console_spec(
+    state_dir: Path, settings: dict[str, str], port: int, host: str = "127.0.0.1"
+) -> ServiceSpec:
+    """The Django console under daphne (ASGI: HTTP and websockets)."""
+    argv = [PYTHON, "-m", "daphne", "-b", host, "-p", str(port), "console.asgi:application"]
+    spec = _django_spec("console", "console", argv, state_dir, settings)
+    spec.port, spec.host = port, host
+    spec.pre_start = [[PYTHON, "manage.py", "migrate", "--noinput"]]
+    spec.check = lambda since=None: health.http_ok(host, port, "/healthz")
+    return spec
+
+
+def monitor_available() -> bool:
+    """The console's monitor joins the stack once its management command exists."""
+    return any(PROJECT_ROOT.glob("console/**/management/commands/monitor.py"))
+
+
+def monitor_spec(state_dir: Path, settings: dict[str, str]) -> ServiceSpec:
+    argv = [PYTHON, "manage.py", "monitor"]
+    return _django_spec("monitor", "monitor", argv, state_dir, settings)
+
+
+# ---------------------------------------------------------------- the whole stack
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """What `quill-stack` runs; every field has a QUILL_ env var (see README)."""
+
+    state_dir: Path
+    brokers: int = 3
+    host: str = "127.0.0.1"
+    zk_port: int = 2181
+    redis_port: int = 6379
+    broker_base_port: int = 9092
+    console_port: int = 8000
+    services: tuple[str, ...] = ()  # empty: all
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
+        env = os.environ if env is None else env
+        services = tuple(s.strip() for s in env.get("QUILL_SERVICES", "").split(",") if s.strip())
+        state_dir = Path(env.get("QUILL_STATE_DIR") or PROJECT_ROOT / ".state")
+        return cls(
+            state_dir=state_dir.absolute(),
+            brokers=_env_int(env, "QUILL_BROKERS", 3, 0, 32),
+            host=env.get("QUILL_HOST") or "127.0.0.1",
+            zk_port=_env_int(env, "QUILL_ZK_PORT", 2181, 1, 65535),
+            redis_port=_env_int(env, "QUILL_REDIS_PORT", 6379, 1, 65535),
+            broker_base_port=_env_int(env, "QUILL_BROKER_BASE_PORT", 9092, 1, 65535),
+            console_port=_env_int(env, "QUILL_CONSOLE_PORT", 8000, 1, 65535),
+            services=services,
+        )
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["state_dir"] = str(self.state_dir)
+        data["services"] = list(self.services)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> StackConfig:
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
+        data["state_dir"] = Path(data["state_dir"])
+        data["services"] = tuple(data.get("services", ()))
+        return cls(**data)
+
+    @property
+    def zk_connect(self) -> str:
+        return f"{self.host}:{self.zk_port}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://{self.host}:{self.redis_port}/0"
+
+    @property
+    def bootstrap(self) -> str:
+        ports = range(self.broker_base_port, self.broker_base_port + self.brokers)
+        return ",".join(f"{self.host}:{port}" for port in ports)
+
+
+def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
+    """Every process of the stack, in start order (see ServiceSpec.group)."""
+    state = cfg.state_dir
+    settings = app_env(state, cfg.redis_url, cfg.zk_connect, cfg.bootstrap)
+    specs = [
+        zookeeper_spec(state, cfg.zk_port, cfg.host),
+        redis_spec(state, cfg.redis_port, cfg.host),
+    ]
+    for index in range(cfg.brokers):
+        specs.append(
+            broker_spec(
+                state,
+                broker_id=index + 1,
+                port=cfg.broker_base_port + index,
+                zk_connect=cfg.zk_connect,
+                n_brokers=cfg.brokers,
+                host=cfg.host,
+            )
+        )
+    specs.append(worker_spec(state, settings))
+    specs.append(console_spec(state, settings, cfg.console_port, cfg.host))
+    if monitor_available():
+        specs.append(monitor_spec(state, settings))
+    return select(specs, cfg.services)
+
+
+def select(specs: list[ServiceSpec], wanted: tuple[str, ...]) -> list[ServiceSpec]:
+    """Keep the services named in `wanted` (a name like broker-2, or a kind like broker)."""
+    if not wanted:
+        return specs
+    known = {s.name for s in specs} | {s.kind for s in specs}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ConfigError(
+            f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}"
+        )
+    return [s for s in specs if s.name in wanted or s.kind in wanted]

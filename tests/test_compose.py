@@ -1,0 +1,114 @@
+"""docker-compose.yml is valid and runs the same processes, configured by the same keys,
+as the local supervisor (whose list comes from quill_stack.services)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from quill_stack.services import PROJECT_ROOT, StackConfig, build_stack
+
+COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
+# Values that name hosts, ports or paths differ between the two paths by design.
+SITE_SPECIFIC = {
+    "QUILL_LISTENERS",
+    "QUILL_ADVERTISED_LISTENERS",
+    "QUILL_LOG_DIRS",
+    "QUILL_ZOOKEEPER_CONNECT",
+    "QUILL_STATE_DIR",
+    "QUILL_REDIS_URL",
+    "QUILL_BOOTSTRAP_SERVERS",
+}
+
+
+def docker_compose(*args: str) -> subprocess.CompletedProcess:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.fail("docker-compose is not installed; run `make install`", pytrace=False)
+    return subprocess.run(
+        [binary, "-f", str(COMPOSE_FILE), *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    """The resolved compose file, as `docker-compose config` prints it."""
+    result = docker_compose("config")
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """What `make up` starts with default settings."""
+    return build_stack(StackConfig(state_dir=tmp_path_factory.mktemp("state")))
+
+
+def test_compose_file_validates():
+    result = docker_compose("config", "-q")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+
+
+def test_every_supervised_process_has_a_compose_service(compose, stack):
+    missing = [spec.name for spec in stack if spec.name not in compose["services"]]
+    assert not missing, f"docker-compose.yml lacks services for {missing}"
+    assert {"zookeeper", "redis", "broker-1", "broker-2", "broker-3", "worker", "console"} <= {
+        spec.name for spec in stack
+    }
+
+
+def compose_config(service: dict, via: str) -> dict[str, str]:
+    if via == "env":
+        return {k: str(v) for k, v in (service.get("environment") or {}).items()}
+    command = service["command"]
+    args = shlex.split(command) if isinstance(command, str) else command
+    flags = {}
+    for index, arg in enumerate(args):
+        if arg.startswith("--"):
+            value = args[index + 1] if index + 1 < len(args) else ""
+            flags[arg[2:]] = '""' if value == "" else value
+    return flags
+
+
+def test_compose_services_have_the_same_configuration_keys(compose, stack):
+    for spec in stack:
+        service = compose["services"][spec.name]
+        theirs = compose_config(service, spec.config_via)
+        assert set(theirs) == set(spec.config), spec.name
+        for key, value in spec.config.items():
+            if key not in SITE_SPECIFIC:
+                assert theirs[key] == value, f"{spec.name}: {key}"
+
+
+def test_compose_services_are_healthchecked_restarted_and_keep_state(compose, stack):
+    services = compose["services"]
+    for spec in stack:
+        service = services[spec.name]
+        assert service.get("restart") == "unless-stopped", spec.name
+        assert service.get("healthcheck", {}).get("test"), spec.name
+    for name in ["zookeeper"] + [s.name for s in stack if s.kind in ("broker", "console")]:
+        sources = [volume_source(v) for v in services[name].get("volumes", [])]
+        assert set(sources) & set(compose["volumes"]), f"{name} has no named volume"
+
+
+def volume_source(volume: str | dict) -> str:
+    """docker-compose v1 prints 'name:/path:rw', v2 a mapping."""
+    return volume["source"] if isinstance(volume, dict) else volume.split(":", 1)[0]
+
+
+def test_python_services_share_one_image(compose, stack):
+    images = {
+        compose["services"][spec.name]["image"]
+        for spec in stack
+        if spec.kind not in ("zookeeper", "redis")
+    }
+    assert images == {"quill:latest"}

@@ -1,0 +1,11 @@
+"""The Celery app: Redis as transport and result backend, settings from Django's
+(`CELERY_*` in console/settings.py, which reads QUILL_REDIS_URL)."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+app = Celery("quill", include=["workers.tasks"])
+app.config_from_object("django.conf:settings", namespace="CELERY")
