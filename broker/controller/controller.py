@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 
 
 class Controller:
-    def __init__(self, zk: KafkaZkClient, broker_id: int) -> None:
+    def __init__(self, zk: KafkaZkClient, broker_id: int, unclean_default: bool = False) -> None:
+        self.unclean_default = unclean_default
+        self.unclean_elections = 0
         self.zk = zk
         self.client = zk.zk
         self.broker_id = broker_id
@@ -106,6 +108,7 @@ class Controller:
             )
         else:
             self._on_topics(self.zk.get_all_topics())
+            self._on_brokers(self.client.get_children(BrokerIdsZNode.path))
 
     def _on_topics(self, topics: list[str]) -> None:
         if self.epoch is None:
@@ -144,11 +147,12 @@ class Controller:
         for partition, replicas in assignment.partitions.items():
             if self.zk.get_partition_state(topic, partition) is not None:
                 continue
-            leader = next((b for b in replicas if b in live), -1)
+            alive = [b for b in replicas if b in live]
+            leader = alive[0] if alive else -1
             missing[partition] = LeaderAndIsr(
                 leader=leader,
                 leader_epoch=0,
-                isr=[leader] if leader >= 0 else list(replicas),
+                isr=alive if alive else list(replicas),
                 controller_epoch=self.epoch,
             )
         if missing:
@@ -163,7 +167,8 @@ class Controller:
             self.zk.delete_topic_znodes(topic)
 
     def _on_brokers(self, children: list[str]) -> None:
-        """Re-elect leaders of partitions whose leader left, from the live ISR."""
+        """Brokers came or went: move leadership off dead brokers, drop them from ISRs,
+        and bring offline partitions back when an in-sync replica returns."""
         if self.epoch is None:
             return
         live = {int(b) for b in children}
@@ -171,22 +176,63 @@ class Controller:
             assignment = self.zk.get_topic_assignment(topic)
             if assignment is None:
                 continue
-            for partition in assignment.partitions:
+            unclean_ok = self._unclean_allowed(topic)
+            for partition, replicas in assignment.partitions.items():
                 state = self.zk.get_partition_state(topic, partition)
-                if state is None or state.leader in live:
-                    continue
-                candidates = [b for b in state.isr if b in live]
-                new_leader = candidates[0] if candidates else -1
-                if new_leader == state.leader:
-                    continue
-                state.leader = new_leader
-                state.leader_epoch += 1
-                state.controller_epoch = self.epoch
-                if self.zk.update_partition_state(topic, partition, state) is not None:
-                    log.info(
-                        "%s-%d: leader -> %d (epoch %d)",
-                        topic,
-                        partition,
-                        new_leader,
-                        state.leader_epoch,
-                    )
+                if state is not None:
+                    self._reconcile(topic, partition, replicas, state, live, unclean_ok)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
+        if value is None:
+            return self.unclean_default
+        return value.strip().lower() == "true"
+
+    def _reconcile(self, topic, partition, replicas, state, live, unclean_ok) -> None:
+        live_isr = [b for b in state.isr if b in live]
+        leader, isr, unclean = state.leader, list(state.isr), False
+        if state.leader not in live:
+            if live_isr:
+                leader, isr = live_isr[0], live_isr
+            elif unclean_ok and any(b in live for b in replicas):
+                leader = next(b for b in replicas if b in live)
+                isr, unclean = [leader], True
+            else:
+                leader = -1  # offline: the ISR is kept so a returning member can lead
+        elif len(live_isr) != len(state.isr) and live_isr:
+            isr = live_isr
+        if leader == state.leader and isr == state.isr:
+            return
+        new = LeaderAndIsr(
+            leader=leader,
+            leader_epoch=state.leader_epoch + (1 if leader != state.leader else 0),
+            isr=isr,
+            controller_epoch=self.epoch,
+            zk_version=state.zk_version,
+        )
+        if self.zk.update_partition_state(topic, partition, new) is None:
+            return
+        if unclean:
+            self.unclean_elections += 1
+            log.warning(
+                "%s-%d: UNCLEAN leader election: broker %d (out of sync) leads at epoch %d; "
+                "records acknowledged only by %s may be lost (unclean elections so far: %d)",
+                topic,
+                partition,
+                leader,
+                new.leader_epoch,
+                state.isr,
+                self.unclean_elections,
+            )
+        elif leader != state.leader:
+            log.info(
+                "%s-%d: leader %d -> %d (epoch %d, ISR %s)",
+                topic,
+                partition,
+                state.leader,
+                leader,
+                new.leader_epoch,
+                isr,
+            )
+        else:
+            log.info("%s-%d: ISR %s -> %s (brokers left)", topic, partition, state.isr, isr)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
+from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionState
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,40 @@ class ReplicaManager:
         broker_id: int,
         log_manager: LogManager,
         topic_config: Callable[[str], LogConfig],
+        fetchers: ReplicaFetcherManager,
+        isr_writer: Callable[[Partition, list[int]], Awaitable[bool]],
     ) -> None:
         self.broker_id = broker_id
         self.logs = log_manager
         self.topic_config = topic_config
+        self.fetchers = fetchers
+        self.isr_writer = isr_writer
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._leadership_listeners: list[Callable[[str, int, bool, int | None], None]] = []
+
+    # -- leadership listeners (the group coordinator) ---------------------------------
+    def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
+        """``callback(topic, partition, is_leader, leader_epoch)`` after this broker becomes
+        leader of a partition (or of a new epoch of it), or stops leading it (the epoch is
+        None when the replica is stopped)."""
+        self._leadership_listeners.append(callback)
+
+    def _notify_leadership(self, part: Partition, was_leader: bool, old_epoch: int) -> None:
+        if part.is_leader and (not was_leader or part.leader_epoch != old_epoch):
+            epoch = part.leader_epoch
+        elif was_leader and not part.is_leader:
+            epoch = part.leader_epoch if part.state is not None else None
+        else:
+            return
+        for callback in self._leadership_listeners:
+            try:
+                callback(part.topic, part.index, part.is_leader, epoch)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", part.topic, part.index)
 
     # -- partition state from the controller ------------------------------------------
     def apply_state(self, topic: str, index: int, state: PartitionState) -> None:
+        """Apply a partition state from the controller (LeaderAndIsr)."""
         key = (topic, index)
         part = self.partitions.get(key)
         if self.broker_id not in state.replicas:
@@ -67,25 +94,45 @@ class ReplicaManager:
             self.partitions[key] = part
         if part.log is None:
             part.log = self.logs.get_or_create_log(topic, index, self.topic_config(topic))
+        was_leader, old_epoch = part.is_leader, part.leader_epoch
         old = part.state
-        part.state = state
-        if part.is_leader and (old is None or old.leader_epoch != state.leader_epoch):
-            log.info(
-                "%s-%d: leader at epoch %d, log end offset %d",
-                topic,
-                index,
-                state.leader_epoch,
-                part.log.log_end_offset,
-            )
-            part.log.leader_epoch_cache.assign(state.leader_epoch, part.log.log_end_offset)
-        part.maybe_advance_high_watermark()
+        new_epoch = (
+            old is None or old.leader_epoch != state.leader_epoch or old.leader != state.leader
+        )
+        if state.leader == self.broker_id:
+            if new_epoch:
+                self.fetchers.remove_partition(key)
+                part.become_leader(state)
+                log.info(
+                    "%s-%d: leader at epoch %d (ISR %s), log end offset %d",
+                    topic,
+                    index,
+                    state.leader_epoch,
+                    state.isr,
+                    part.log.log_end_offset,
+                )
+            else:
+                part.state = state  # an ISR change of ours (or the controller's) came back
+                if part.pending_isr is not None and sorted(state.isr) == sorted(part.pending_isr):
+                    part.pending_isr = None
+                part.maybe_advance_high_watermark()
+        else:
+            part.state = state
+            part.pending_isr = None
+            part.followers.clear()
+            if new_epoch:
+                self.fetchers.add_partition(key, part, state.leader)
         part.wake_waiters()
+        self._notify_leadership(part, was_leader, old_epoch)
 
     def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
+        self.fetchers.remove_partition((topic, index))
         part = self.partitions.pop((topic, index), None)
         if part is not None:
+            was_leader, old_epoch = part.is_leader, part.leader_epoch
             part.state = None
             part.wake_waiters()
+            self._notify_leadership(part, was_leader, old_epoch)
         if delete:
             self.logs.delete_log(topic, index)
 
@@ -180,6 +227,68 @@ class ReplicaManager:
             region=region,
             size=region.size if region is not None else 0,
         )
+
+    def read_for_follower(
+        self, replica_id: int, topic: str, index: int, offset: int, max_bytes: int, epoch: int
+    ) -> FetchResult:
+        """A follower's fetch: its fetch offset is its LEO; read up to our LEO, not HW."""
+        try:
+            part = self.get_partition(topic, index)
+            log_ = part.require_leader()
+            part.check_leader_epoch(epoch)
+            if offset < log_.log_start_offset or offset > log_.log_end_offset:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"follower {replica_id} fetch offset {offset} is outside "
+                    f"[{log_.log_start_offset}, {log_.log_end_offset}]",
+                )
+            if part.update_follower(replica_id, offset):
+                self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
+            region = log_.read(offset, max_bytes) if max_bytes > 0 else None
+        except KafkaError as exc:
+            return FetchResult(exc.code)
+        return FetchResult(
+            high_watermark=log_.high_watermark,
+            last_stable_offset=log_.high_watermark,
+            log_start_offset=log_.log_start_offset,
+            region=region,
+            size=region.size if region is not None else 0,
+        )
+
+    def _propose_isr(self, part: Partition, new_isr: list[int], why: str) -> None:
+        if part.pending_isr is not None or sorted(new_isr) == sorted(part.isr):
+            return
+        part.pending_isr = new_isr
+        log.info(
+            "%s-%d: ISR %s %s -> %s (HW %d, LEO %d)",
+            part.topic,
+            part.index,
+            why,
+            part.isr,
+            new_isr,
+            part.log.high_watermark,
+            part.log.log_end_offset,
+        )
+        asyncio.ensure_future(self._write_isr(part, new_isr))
+
+    async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
+        try:
+            ok = await self.isr_writer(part, new_isr)
+        except Exception:  # noqa: BLE001 - ZooKeeper trouble: retry on the next check
+            log.exception("writing the ISR of %s-%d failed", part.topic, part.index)
+            ok = False
+        if not ok and part.pending_isr == new_isr:
+            part.pending_isr = None
+        part.maybe_advance_high_watermark()
+
+    def shrink_lagging_isrs(self, max_lag_ms: int) -> None:
+        """replica.lag.time.max.ms: drop followers that have not caught up in time."""
+        for part in list(self.partitions.values()):
+            if not part.is_leader or part.pending_isr is not None:
+                continue
+            lagging = part.lagging_followers(max_lag_ms)
+            if lagging:
+                self._propose_isr(part, [b for b in part.isr if b not in lagging], "shrink")
 
     async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> bool:
         """Wait until ``offset`` is below the high watermark (acks=all); False on timeout

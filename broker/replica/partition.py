@@ -1,9 +1,11 @@
-"""Partition: one topic-partition replica on this broker (leader or follower).
+"""Partition: one topic-partition replica on this broker, leader or follower.
 
-Holds the log, the leader epoch, the ISR as last known, and the high watermark.
-Consumers read only below the high watermark. Fetch requests that want more bytes
-than are there wait on ``wait_for_data`` (the delayed-fetch purgatory of Kafka,
-reduced to a future per waiting fetch).
+As leader it tracks every follower's log end offset (from the offsets its fetches
+ask for), keeps HW = min LEO over the ISR, takes a follower into the ISR once it has
+reached the HW, and proposes dropping one that has not caught up for
+``replica.lag.time.max.ms``. ISR changes go to ZooKeeper with a conditional write;
+the partition only believes a new ISR once ZooKeeper accepted it (Kafka's
+"maximal ISR" rule: HW uses the larger of the proposed and current ISR meanwhile).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from dataclasses import dataclass, field
 
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -29,12 +35,24 @@ class PartitionState:
 
 
 @dataclass
+class FollowerState:
+    """The leader's view of one follower."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1
+
+
+@dataclass
 class Partition:
     topic: str
     index: int
     broker_id: int
     log: Log | None = None
     state: PartitionState | None = None
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
     _waiters: set[asyncio.Future] = field(default_factory=set)
 
     @property
@@ -48,6 +66,17 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark if self.log else 0
+
+    @property
+    def isr(self) -> list[int]:
+        return list(self.state.isr) if self.state else []
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        isr = set(self.isr)
+        if self.pending_isr is not None:
+            isr |= set(self.pending_isr)
+        return isr
 
     def require_leader(self) -> Log:
         if not self.is_leader or self.log is None:
@@ -66,21 +95,84 @@ class Partition:
         if epoch > self.state.leader_epoch:
             raise KafkaError(ErrorCode.unknown_leader_epoch, "the client's leader epoch is newer")
 
+    # -- leadership ---------------------------------------------------------------------
+    def become_leader(self, state: PartitionState) -> None:
+        now = now_ms()
+        self.state = state
+        self.pending_isr = None
+        self.followers = {
+            b: FollowerState(last_caught_up_ms=now if b in state.isr else 0)
+            for b in state.replicas
+            if b != self.broker_id
+        }
+        self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+        self.maybe_advance_high_watermark()
+
     def append_as_leader(self, records: bytearray, headers: list) -> object:
         log = self.require_leader()
-        info = log.append_as_leader(records, headers, self.leader_epoch, int(time.time() * 1000))
+        info = log.append_as_leader(records, headers, self.leader_epoch, now_ms())
         self.maybe_advance_high_watermark()
+        self.wake_waiters()  # followers parked in a fetch want the new data
         return info
 
+    # -- follower tracking (leader side) ---------------------------------------------------
+    def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched from ``fetch_offset``: that is its LEO. Returns True when
+        the follower should join the ISR."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            if self.state is None or replica_id not in self.state.replicas:
+                raise KafkaError(
+                    ErrorCode.not_leader_or_follower,
+                    f"broker {replica_id} is not a replica of {self.topic}-{self.index}",
+                )
+            follower = self.followers[replica_id] = FollowerState()
+        now = now_ms()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.last_fetch_leader_leo >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now
+        follower.last_fetch_leader_leo = leo
+        self.maybe_advance_high_watermark()
+        return (
+            replica_id not in self.maximal_isr
+            and fetch_offset >= self.log.high_watermark
+            and self._reached_current_epoch(fetch_offset)
+        )
+
+    def _reached_current_epoch(self, offset: int) -> bool:
+        entry = self.log.leader_epoch_cache.latest_entry
+        return entry is None or offset >= entry.start_offset
+
+    def lagging_followers(self, max_lag_ms: int) -> list[int]:
+        now = now_ms()
+        return [
+            b
+            for b in self.isr
+            if b != self.broker_id
+            and b in self.followers
+            and now - self.followers[b].last_caught_up_ms > max_lag_ms
+        ]
+
     def maybe_advance_high_watermark(self) -> None:
-        """HW = min LEO over the ISR. With only the leader in sync, that is our LEO."""
+        """HW = min LEO over the (maximal) ISR; it never moves backwards."""
         log = self.log
-        if log is None or self.state is None:
+        if log is None or not self.is_leader:
             return
-        if self.state.isr == [self.broker_id] and log.high_watermark != log.log_end_offset:
-            log.high_watermark = log.log_end_offset
+        hw = log.log_end_offset
+        for b in self.maximal_isr:
+            if b == self.broker_id:
+                continue
+            follower = self.followers.get(b)
+            hw = min(hw, follower.log_end_offset if follower else -1)
+        if hw > log.high_watermark:
+            log.high_watermark = hw
             self.wake_waiters()
 
+    # -- delayed operations ------------------------------------------------------------------
     def wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
         for fut in waiters:

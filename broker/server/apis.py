@@ -23,6 +23,7 @@ from ..protocol.messages import (
     peek_header,
     response_schema,
 )
+from . import request_context
 
 if TYPE_CHECKING:
     from .kafka_server import KafkaServer
@@ -36,16 +37,28 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     1: ("Fetch", 4, 12),
     2: ("ListOffsets", 1, 7),
     3: ("Metadata", 0, 12),
+    8: ("OffsetCommit", 2, 9),
+    9: ("OffsetFetch", 1, 8),  # v8: groups[]; v9+ is KIP-848's member epochs
+    10: ("FindCoordinator", 0, 4),  # v4: batched keys
+    11: ("JoinGroup", 0, 9),
+    12: ("Heartbeat", 0, 4),
+    13: ("LeaveGroup", 0, 5),
+    14: ("SyncGroup", 0, 5),
+    15: ("DescribeGroups", 0, 5),
+    16: ("ListGroups", 0, 5),
     18: ("ApiVersions", 0, 3),
     19: ("CreateTopics", 2, 7),
     20: ("DeleteTopics", 1, 6),
     21: ("DeleteRecords", 0, 2),
     22: ("InitProducerId", 0, 4),
+    23: ("OffsetForLeaderEpoch", 2, 4),
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 1, 4),
     37: ("CreatePartitions", 0, 3),
+    42: ("DeleteGroups", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
+    47: ("OffsetDelete", 0, 0),
     60: ("DescribeCluster", 0, 1),
 }
 
@@ -53,23 +66,35 @@ HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 
 
 def _registry() -> dict[int, HandlerFn]:
-    from .handlers import admin, configs, fetch, metadata, offsets, produce
+    from .handlers import admin, configs, fetch, group, metadata, offsets, offsets_commit, produce
 
     return {
         0: produce.handle_produce,
         1: fetch.handle_fetch,
         2: offsets.handle_list_offsets,
         3: metadata.handle_metadata,
+        8: offsets_commit.handle_offset_commit,
+        9: offsets_commit.handle_offset_fetch,
+        10: group.handle_find_coordinator,
+        11: group.handle_join_group,
+        12: group.handle_heartbeat,
+        13: group.handle_leave_group,
+        14: group.handle_sync_group,
+        15: group.handle_describe_groups,
+        16: group.handle_list_groups,
         18: handle_api_versions,
         19: admin.handle_create_topics,
         20: admin.handle_delete_topics,
         21: offsets.handle_delete_records,
         22: produce.handle_init_producer_id,
+        23: offsets.handle_offset_for_leader_epoch,
         32: configs.handle_describe_configs,
         33: configs.handle_alter_configs,
         35: admin.handle_describe_log_dirs,
         37: admin.handle_create_partitions,
+        42: group.handle_delete_groups,
         44: configs.handle_incremental_alter_configs,
+        47: offsets_commit.handle_offset_delete,
         60: metadata.handle_describe_cluster,
     }
 
@@ -110,6 +135,7 @@ class KafkaApis:
                 return _unsupported_api_versions(correlation_id)
             raise ProtocolError(f"{name} v{version} is not supported (we speak v{lo}-v{hi})")
         header, request = parse_request(frame)
+        request_context.set_client(conn.peer)
         result = await self.handlers[api_key](self.server, header, request)
         if result is None or isinstance(result, bytes | list):
             return result  # acks=0, or a handler that encodes its own response (Fetch)

@@ -94,7 +94,34 @@ KEYS: dict[str, Key] = {
         Key(
             "group.initial.rebalance.delay.ms", _int, 3000, "Delay of a new group's first rebalance"
         ),
-        Key("replica.lag.time.max.ms", _int, 30000, "Time before a lagging follower leaves ISR"),
+        Key(
+            "group.min.session.timeout.ms", _int, 6000, "Shortest session timeout a member may ask"
+        ),
+        Key("group.max.session.timeout.ms", _int, 1800000, "Longest session timeout allowed"),
+        Key("group.max.size", _int, 2147483647, "Most members a group may have", 1),
+        Key(
+            "offsets.topic.segment.bytes", _int, 104857600, "Segment size of __consumer_offsets", 1
+        ),
+        Key("offsets.load.buffer.size", _int, 5242880, "Read size when loading offsets", 1),
+        Key("offsets.retention.minutes", _int, 10080, "Offsets of an empty group expire after", 1),
+        Key("offsets.retention.check.interval.ms", _int, 600000, "How often offsets expire", 1),
+        Key("offsets.commit.timeout.ms", _int, 5000, "Wait for an offset commit's replication", 1),
+        Key("offset.metadata.max.bytes", _int, 4096, "Largest metadata of a committed offset"),
+        Key("log.cleaner.enable", _bool, True, "Run the log cleaner (compaction)"),
+        Key("log.cleaner.backoff.ms", _int, 15000, "Sleep of the cleaner when nothing is dirty", 0),
+        Key("log.cleaner.dedupe.buffer.size", _int, 134217728, "Memory of the cleaner's key map"),
+        Key("log.cleaner.delete.retention.ms", _int, 86400000, "Tombstone retention (compact)"),
+        Key("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty ratio that triggers cleaning"),
+        Key("log.cleaner.min.compaction.lag.ms", _int, 0, "Records younger are not compacted"),
+        Key("log.cleaner.max.compaction.lag.ms", _int, LONG_MAX, "Records older are compacted"),
+        Key("replica.lag.time.max.ms", _int, 30000, "Time before a lagging follower leaves ISR", 1),
+        Key("replica.fetch.max.bytes", _int, 1048576, "Bytes per partition a follower fetches", 1),
+        Key("replica.fetch.wait.max.ms", _int, 500, "Longest a follower fetch waits", 0),
+        Key("replica.fetch.response.max.bytes", _int, 10485760, "Largest follower fetch", 1),
+        Key(
+            "replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint interval", 1
+        ),
+        Key("controlled.shutdown.enable", _bool, True, "Move leaderships away before stopping"),
         Key("fetch.max.bytes", _int, 57671680, "Largest fetch response", 0),
         Key(
             "queued.max.requests",

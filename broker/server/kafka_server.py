@@ -14,13 +14,16 @@ import signal
 import time
 
 from ..controller.controller import Controller
+from ..coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from ..coordinator.producer_id import ProducerIdManager
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol.errors import KafkaError
+from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
+from ..replica.partition import Partition
 from ..zk.client import KafkaZkClient
-from ..zk.znodes import BrokerInfo
+from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import KafkaApis
 from .cluster_sync import ClusterSync
 from .config import BrokerConfig, parse_listener
@@ -42,6 +45,7 @@ class KafkaServer:
         self.cluster_sync: ClusterSync | None = None
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
+        self.group_coordinator: GroupCoordinator | None = None
         self.sockets = SocketServer(
             KafkaApis(self).handle,
             max_request_size=config["socket.request.max.bytes"],
@@ -69,6 +73,33 @@ class KafkaServer:
             return
         self.replicas.update_topic_config(topic, config)
 
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.cache.brokers.get(broker_id)
+        return (info.host, info.port) if info is not None else None
+
+    async def _write_isr(self, part: Partition, new_isr: list[int]) -> bool:
+        """Conditional write of a new ISR to the partition's state znode (leader only)."""
+        st = part.state
+        proposed = LeaderAndIsr(
+            st.leader, st.leader_epoch, new_isr, st.controller_epoch, st.zk_version
+        )
+        version = await asyncio.to_thread(
+            self.zk.update_partition_state, part.topic, part.index, proposed
+        )
+        if version is None:
+            log.info(
+                "%s-%d: ISR update lost a race (zk version %d); waiting for the new state",
+                part.topic,
+                part.index,
+                st.zk_version,
+            )
+            return False
+        if part.state is st:
+            st.isr, st.zk_version = list(new_isr), version
+        part.pending_isr = None
+        await asyncio.to_thread(self.zk.notify_isr_change, [(part.topic, part.index)])
+        return True
+
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
@@ -81,7 +112,15 @@ class KafkaServer:
         self.logs = await asyncio.to_thread(
             LogManager.from_broker_props, props, broker_id=cfg.broker_id, cluster_id=cluster_id
         )
-        self.replicas = ReplicaManager(cfg.broker_id, self.logs, self.topic_log_config)
+        self.fetchers = ReplicaFetcherManager(cfg.broker_id, cfg, self._broker_endpoint)
+        self.replicas = ReplicaManager(
+            cfg.broker_id, self.logs, self.topic_log_config, self.fetchers, self._write_isr
+        )
+        self.group_coordinator = GroupCoordinator(
+            cfg.broker_id, self.replicas, GroupCoordinatorConfig.from_broker(cfg)
+        )
+        self.group_coordinator.startup()
+        self.replicas.on_leadership_change(self.group_coordinator.on_leadership_change)
         endpoints = []
         for uri, advertised in zip(cfg.listeners, cfg.advertised_listeners, strict=False):
             name, host, port = parse_listener(uri)
@@ -95,7 +134,9 @@ class KafkaServer:
             self.zk, self.cache, self.replicas, loop, self.on_topic_config
         )
         await asyncio.to_thread(self.cluster_sync.start)
-        self.controller = Controller(self.zk, cfg.broker_id)
+        self.controller = Controller(
+            self.zk, cfg.broker_id, unclean_default=cfg["unclean.leader.election.enable"]
+        )
         first = endpoints[0].split("://", 1)[1]
         host, port = first.rsplit(":", 1)
         info = BrokerInfo(cfg.broker_id, host, int(port), endpoints, rack=cfg["broker.rack"])
@@ -125,6 +166,9 @@ class KafkaServer:
     async def shutdown(self) -> None:
         if self.controller is not None:
             self.controller.stop()
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
+        await self.fetchers.shutdown()
         await self.sockets.close()
         await asyncio.to_thread(self.zk.close)
         if self.logs is not None:
@@ -136,10 +180,15 @@ class KafkaServer:
 
     async def _chores(self) -> None:
         """Flush by time, retention, deletions, checkpoints: whatever is due, each tick."""
-        tick_s = min(1.0, self.config["log.retention.check.interval.ms"] / 1000.0)
+        tick_s = min(
+            0.5,
+            self.config["log.retention.check.interval.ms"] / 1000.0,
+            self.config["replica.lag.time.max.ms"] / 4000.0,
+        )
         while True:
             await asyncio.sleep(tick_s)
             try:
                 self.logs.tick()
+                self.replicas.shrink_lagging_isrs(self.config["replica.lag.time.max.ms"])
             except Exception:
                 log.exception("log maintenance failed; will retry")

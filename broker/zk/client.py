@@ -24,6 +24,7 @@ from .znodes import (
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsZNode,
+    IsrChangeNotificationZNode,
     LeaderAndIsr,
     ProducerIdBlockZNode,
     TopicAssignment,
@@ -249,6 +250,12 @@ class KafkaZkClient:
         except (BadVersionError, NoNodeError):
             return None
         return stat.version
+
+    def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
+        path = f"{IsrChangeNotificationZNode.path}/{IsrChangeNotificationZNode.prefix}"
+        self.zk.create(
+            path, IsrChangeNotificationZNode.encode(partitions), sequence=True, makepath=True
+        )
 
     # -- configs ---------------------------------------------------------------------
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:

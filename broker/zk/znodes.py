@@ -272,6 +272,17 @@ class ProducerIdBlockZNode:
         return int(body["block_start"]), int(body["block_end"])
 
 
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+    prefix = "isr_change_"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _dumps(
+            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        )
+
+
 # Paths Kafka creates at start so every other path has a parent.
 PERSISTENT_PATHS = [
     "/brokers/ids",

@@ -26,15 +26,26 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
         for p in t.partitions:
             remaining = budget - total
             limit = min(p.partition_max_bytes, remaining) if remaining > 0 else 0
-            r = server.replicas.read(
-                t.topic,
-                p.partition,
-                p.fetch_offset,
-                limit if total > 0 else max(limit, 1),
-                current_leader_epoch=p.current_leader_epoch,
-                isolation_committed=committed,
-                min_one_message=total == 0,
-            )
+            max_bytes = limit if total > 0 else max(limit, 1)
+            if req.replica_id >= 0:
+                r = server.replicas.read_for_follower(
+                    req.replica_id,
+                    t.topic,
+                    p.partition,
+                    p.fetch_offset,
+                    max_bytes,
+                    p.current_leader_epoch,
+                )
+            else:
+                r = server.replicas.read(
+                    t.topic,
+                    p.partition,
+                    p.fetch_offset,
+                    max_bytes,
+                    current_leader_epoch=p.current_leader_epoch,
+                    isolation_committed=committed,
+                    min_one_message=total == 0,
+                )
             if r.error != ErrorCode.none:
                 errors = True
             region = r.region

@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import RequestHeader
+from ...protocol.messages import RequestHeader, ms
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
+async def _await_replication(
+    server: KafkaServer, topic: str, result: dict, last_offset: int, timeout_s: float
+) -> None:
+    """acks=all: the DelayedProduce of Kafka, one partition."""
+    committed = await server.replicas.wait_committed(topic, result["index"], last_offset, timeout_s)
+    if not committed:
+        part = server.replicas.partitions.get((topic, result["index"]))
+        if part is None or not part.is_leader:
+            result["error_code"] = ErrorCode.not_leader_or_follower
+        else:
+            result["error_code"] = ErrorCode.request_timed_out
+        result["error_message"] = "the append was not replicated to the ISR in time"
+        return
+    part = server.replicas.partitions.get((topic, result["index"]))
+    if (
+        part is not None
+        and part.log is not None
+        and len(part.isr) < part.log.config.min_insync_replicas
+    ):
+        result["error_code"] = ErrorCode.not_enough_replicas_after_append
+        result["error_message"] = (
+            f"the ISR shrank to {part.isr}, below min.insync.replicas={part.log.config.min_insync_replicas}"
+        )
+
+
 async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -> dict | None:
     acks = req.acks
     responses = []
+    waits = []
     for topic in req.topic_data:
         partitions = []
         for pd in topic.partition_data:
@@ -39,12 +66,19 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
                     "log_append_time": r.log_append_time,
                     "log_start_offset": r.log_start_offset,
                 }
+                if acks == -1 and r.error == ErrorCode.none:
+                    waits.append((topic.name, result, r.last_offset))
             result["index"] = pd.index
             result.setdefault("base_offset", -1)
             result.setdefault("log_append_time", -1)
             result.setdefault("log_start_offset", -1)
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
+    if waits:
+        timeout_s = max(ms(req.timeout), 0) / 1000.0
+        await asyncio.gather(
+            *(_await_replication(server, t, res, off, timeout_s) for t, res, off in waits)
+        )
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time": 0}

@@ -1,0 +1,107 @@
+"""BrokerConnection: the broker's own async Kafka client, for inter-broker traffic.
+
+One TCP connection, requests pipelined by correlation id, responses decoded with the
+same kio codecs the server uses. Used by follower fetchers today, and by the
+controller's channel as it grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from typing import Any
+
+from ..protocol.messages import (
+    RequestHeader,
+    build,
+    encode_request,
+    parse_response,
+    request_schema,
+)
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+
+
+class ConnectionClosed(ConnectionError):
+    pass
+
+
+class BrokerConnection:
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
+        self._ids = itertools.count(1)
+        self._read_task: asyncio.Task | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def connect(self, timeout_s: float = 5.0) -> None:
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=1 << 22), timeout_s
+        )
+        self._read_task = asyncio.ensure_future(self._read_loop())
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                frame = await reader.readexactly(size)
+                (correlation_id,) = _SIZE.unpack_from(frame, 0)
+                entry = self._pending.pop(correlation_id, None)
+                if entry is None:
+                    continue
+                api_key, version, fut = entry
+                if not fut.done():
+                    try:
+                        fut.set_result(parse_response(api_key, version, frame)[1])
+                    except Exception as exc:  # noqa: BLE001 - a bad response fails one call
+                        fut.set_exception(exc)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            self._fail(ConnectionClosed(f"connection to {self.host}:{self.port} lost: {exc!r}"))
+        except asyncio.CancelledError:
+            self._fail(ConnectionClosed("connection closed"))
+
+    def _fail(self, exc: Exception) -> None:
+        pending, self._pending = self._pending, {}
+        for _k, _v, fut in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        if self._writer is not None:
+            self._writer.close()
+
+    async def request(self, api_key: int, version: int, body: dict, timeout_s: float = 30.0) -> Any:
+        if not self.connected:
+            raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
+        correlation_id = next(self._ids)
+        payload = build(request_schema(api_key, version), body)
+        frame = encode_request(
+            RequestHeader(api_key, version, correlation_id, self.client_id), payload
+        )
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (api_key, version, fut)
+        self._writer.write(frame)
+        await self._writer.drain()
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def close(self) -> None:
+        if self._read_task is not None:
+            self._read_task.cancel()
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass

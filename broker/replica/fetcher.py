@@ -1,0 +1,267 @@
+"""Follower fetchers: one task per leader broker, copying its partitions' logs here.
+
+A follower first truncates its log where it may diverge from the new leader (Kafka's
+OffsetForLeaderEpoch: the leader's end offset for the follower's latest epoch), then
+fetches from its log end offset with the Fetch API (replica id set), appends as
+follower, and takes the leader's high watermark (capped at its own LEO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..client.connection import BrokerConnection
+from ..protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from .partition import Partition
+
+log = logging.getLogger(__name__)
+TopicPartition = tuple[str, int]
+RETRY_ERRORS = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.leader_not_available,
+}
+
+
+@dataclass
+class FetchState:
+    partition: Partition
+    needs_truncation: bool = True
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self.wakeup = asyncio.Event()
+        self.conn: BrokerConnection | None = None
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _connect(self) -> BrokerConnection | None:
+        endpoint = self.manager.broker_endpoint(self.leader_id)
+        if endpoint is None:
+            return None
+        conn = BrokerConnection(*endpoint, client_id=f"broker-{self.manager.broker_id}-fetcher")
+        await conn.connect()
+        return conn
+
+    async def _run(self) -> None:
+        while self.partitions:
+            try:
+                if self.conn is None or not self.conn.connected:
+                    self.conn = await self._connect()
+                    if self.conn is None:
+                        await asyncio.sleep(0.2)
+                        continue
+                await self._truncate_if_needed()
+                if not await self._fetch_once():
+                    self.wakeup.clear()
+                    try:
+                        await asyncio.wait_for(self.wakeup.wait(), 0.1)
+                    except TimeoutError:
+                        pass
+            except asyncio.CancelledError:
+                break
+            except (ConnectionError, OSError, TimeoutError) as exc:
+                log.info("fetcher for leader %d: %s; reconnecting", self.leader_id, exc)
+                await self._drop_connection()
+                await asyncio.sleep(0.5)
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await self._drop_connection()
+                await asyncio.sleep(0.5)
+        await self._drop_connection()
+
+    async def _drop_connection(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
+
+    async def _truncate_if_needed(self) -> None:
+        todo = {k: s for k, s in self.partitions.items() if s.needs_truncation}
+        if not todo:
+            return
+        topics: dict[str, list[dict]] = {}
+        for (topic, index), st in todo.items():
+            epoch = st.partition.log.latest_epoch
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": st.partition.leader_epoch,
+                    "leader_epoch": -1 if epoch is None else epoch,
+                }
+            )
+        resp = await self.conn.request(
+            23,
+            4,
+            {
+                "replica_id": self.manager.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        for t in resp.topics:
+            for p in t.partitions:
+                st = self.partitions.get((t.topic, p.partition))
+                if st is None:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    if p.error_code not in RETRY_ERRORS:
+                        log.warning(
+                            "%s-%d: OffsetForLeaderEpoch failed: %s",
+                            t.topic,
+                            p.partition,
+                            p.error_code.name,
+                        )
+                    continue
+                self._truncate(st.partition, p.end_offset)
+                st.needs_truncation = False
+
+    def _truncate(self, part: Partition, leader_end_offset: int) -> None:
+        log_ = part.log
+        target = log_.high_watermark if leader_end_offset < 0 else leader_end_offset
+        if target < log_.log_end_offset:
+            log.info(
+                "%s-%d: truncating from %d to %d to match leader %d",
+                part.topic,
+                part.index,
+                log_.log_end_offset,
+                target,
+                self.leader_id,
+            )
+            log_.truncate_to(target)
+
+    async def _fetch_once(self) -> bool:
+        """One Fetch round trip. True if it moved any data."""
+        ready = {k: s for k, s in self.partitions.items() if not s.needs_truncation}
+        if not ready:
+            return False
+        cfg = self.manager.config
+        topics: dict[str, list[dict]] = {}
+        for (topic, index), st in ready.items():
+            log_ = st.partition.log
+            epoch = log_.latest_epoch
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": st.partition.leader_epoch,
+                    "fetch_offset": log_.log_end_offset,
+                    "last_fetched_epoch": -1 if epoch is None else epoch,
+                    "log_start_offset": log_.log_start_offset,
+                    "partition_max_bytes": cfg["replica.fetch.max.bytes"],
+                }
+            )
+        resp = await self.conn.request(
+            1,
+            12,
+            {
+                "replica_id": self.manager.broker_id,
+                "max_wait": cfg["replica.fetch.wait.max.ms"],
+                "min_bytes": 1,
+                "max_bytes": cfg["replica.fetch.response.max.bytes"],
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            timeout_s=cfg["replica.fetch.wait.max.ms"] / 1000.0 + 30,
+        )
+        moved = False
+        for t in resp.responses:
+            for p in t.partitions:
+                st = self.partitions.get((t.topic, p.partition_index))
+                if st is not None:
+                    moved |= self._process(st, p)
+        return moved
+
+    def _process(self, st: FetchState, p) -> bool:
+        part = st.partition
+        log_ = part.log
+        if p.error_code == ErrorCode.offset_out_of_range:
+            if log_.log_end_offset < p.log_start_offset:
+                log_.truncate_fully_and_start_at(p.log_start_offset)
+            else:
+                st.needs_truncation = True
+            return False
+        if p.error_code != ErrorCode.none:
+            if p.error_code not in RETRY_ERRORS:
+                log.warning(
+                    "%s-%d: fetch from leader %d failed: %s",
+                    part.topic,
+                    part.index,
+                    self.leader_id,
+                    p.error_code.name,
+                )
+            return False
+        moved = False
+        if p.records:
+            try:
+                log_.append_as_follower(p.records)
+                moved = True
+            except KafkaError as exc:
+                log.error("%s-%d: follower append failed: %s", part.topic, part.index, exc.message)
+                st.needs_truncation = True
+                return False
+        hw = min(p.high_watermark, log_.log_end_offset)
+        if hw > log_.high_watermark:
+            log_.high_watermark = hw
+        if p.log_start_offset > log_.log_start_offset and p.log_start_offset <= log_.high_watermark:
+            log_.maybe_increment_log_start_offset(p.log_start_offset)
+        return moved
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self, broker_id: int, config, broker_endpoint: Callable[[int], tuple[str, int] | None]
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.broker_endpoint = broker_endpoint
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.owner: dict[TopicPartition, int] = {}
+
+    def add_partition(self, key: TopicPartition, part: Partition, leader_id: int) -> None:
+        self.remove_partition(key)
+        if leader_id < 0 or leader_id == self.broker_id:
+            return
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None or fetcher.task.done():
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+        fetcher.partitions[key] = FetchState(part)
+        fetcher.wakeup.set()
+        self.owner[key] = leader_id
+
+    def remove_partition(self, key: TopicPartition) -> None:
+        leader_id = self.owner.pop(key, None)
+        if leader_id is None:
+            return
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None:
+            fetcher.partitions.pop(key, None)
+            if not fetcher.partitions:
+                fetcher.task.cancel()
+                del self.fetchers[leader_id]
+
+    async def shutdown(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.task.cancel()
+        for fetcher in self.fetchers.values():
+            try:
+                await fetcher.task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        self.fetchers.clear()
+        self.owner.clear()
