@@ -29,6 +29,7 @@ from broker.log.checkpoint import (
     fsync_dir,
     write_atomically,
 )
+from broker.log.cleaner import LogCleaner
 from broker.log.config import LogConfig
 from broker.log.log import Log, is_delete_dir, parse_topic_partition
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -88,6 +89,9 @@ class LogManager:
         high_watermark_checkpoint_interval_ms: int = 5000,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         producer_id_expiration_check_interval_ms: int = 600000,
+        cleaner_enable: bool = True,
+        cleaner_backoff_ms: int = 15000,
+        cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024,
         now_ms: int | None = None,
     ) -> None:
         if not log_dirs:
@@ -97,6 +101,12 @@ class LogManager:
         self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.deleter = DeletionQueue()
+        self.cleaner = LogCleaner(
+            self.log_dirs,
+            enabled=cleaner_enable,
+            backoff_ms=cleaner_backoff_ms,
+            dedupe_buffer_size=cleaner_dedupe_buffer_size,
+        )
         self._logs: dict[TopicPartition, Log] = {}
         self._doomed_dirs: list[tuple[int, Path, Log | None]] = []
         self._locks: list[int] = []
@@ -133,10 +143,14 @@ class LogManager:
             "high_watermark_checkpoint_interval_ms": "replica.high.watermark.checkpoint.interval.ms",
             "producer_id_expiration_ms": "producer.id.expiration.ms",
             "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
+            "cleaner_backoff_ms": "log.cleaner.backoff.ms",
+            "cleaner_dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
         }
         for arg, key in intervals.items():
             if key in props and arg not in kwargs:
                 kwargs[arg] = int(props[key])
+        if "log.cleaner.enable" in props and "cleaner_enable" not in kwargs:
+            kwargs["cleaner_enable"] = str(props["log.cleaner.enable"]).strip().lower() == "true"
         if "broker.id" in props and "broker_id" not in kwargs and int(props["broker.id"]) >= 0:
             kwargs["broker_id"] = int(props["broker.id"])
         return cls(
@@ -299,6 +313,7 @@ class LogManager:
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return False
+        self.cleaner.update_checkpoint(lg.dir.parent, (topic, partition), None)
         doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         lg.rename_dir(doomed)
         fsync_dir(doomed.parent)
@@ -334,6 +349,7 @@ class LogManager:
         if self._due("producers", now):
             for _, lg in self.all_logs():
                 lg.producer_state.remove_expired_producers(now)
+        self.cleaner.maybe_clean(self._logs, now)
         self.deleter.run(now)
         if self._doomed_dirs:
             self._delete_doomed_dirs(now)

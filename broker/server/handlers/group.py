@@ -1,0 +1,235 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+ListGroups and DeleteGroups: thin translations between the wire and GroupCoordinator.
+
+``__consumer_offsets`` is created on the first FindCoordinator for a group, with
+offsets.topic.num.partitions partitions and offsets.topic.replication.factor replicas,
+capped by the live brokers so a small cluster gets a coordinator at all (Kafka instead
+refuses until enough brokers are up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...coordinator.group import OFFSETS_TOPIC, JoinResult, SyncResult
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import RequestHeader, ms
+from .. import request_context, topic_admin
+
+if TYPE_CHECKING:
+    from ..kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+AUTH_OPS_UNKNOWN = -(2**31)
+
+
+# -- FindCoordinator -----------------------------------------------------------------------
+async def ensure_offsets_topic(server: KafkaServer) -> bool:
+    """Create ``__consumer_offsets`` if it does not exist; True once it has leaders."""
+    meta = server.cache.topics.get(OFFSETS_TOPIC)
+    if meta is not None and len(meta.states) >= len(meta.replicas):
+        return True
+    async with server.group_coordinator.offsets_topic_lock:
+        if OFFSETS_TOPIC not in server.cache.topics:
+            config = server.group_coordinator.config
+            rf = min(config.replication_factor, max(len(server.cache.brokers), 1))
+            try:
+                await topic_admin.create_topic(
+                    server,
+                    OFFSETS_TOPIC,
+                    config.num_partitions,
+                    rf,
+                    configs=config.offsets_topic_configs(),
+                    timeout_ms=10000,
+                )
+                log.info(
+                    "created %s (%d partitions, RF %d)", OFFSETS_TOPIC, config.num_partitions, rf
+                )
+            except KafkaError as exc:
+                if exc.code != E.topic_already_exists:
+                    log.warning("could not create %s: %s", OFFSETS_TOPIC, exc.message)
+                    return False
+        meta = server.cache.topics.get(OFFSETS_TOPIC)
+        if meta is None or len(meta.states) < len(meta.replicas):
+            await topic_admin.wait_for_leaders(
+                server, OFFSETS_TOPIC, len(meta.replicas) if meta else 1, 10000
+            )
+            meta = server.cache.topics.get(OFFSETS_TOPIC)
+        return meta is not None and len(meta.states) >= len(meta.replicas)
+
+
+def _no_coordinator(key: str, code: ErrorCode, message: str) -> dict:
+    return {
+        "key": key,
+        "error_code": code,
+        "error_message": message,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+    }
+
+
+async def _find(server: KafkaServer, key_type: int, key: str) -> dict:
+    if key_type == KEY_TYPE_TRANSACTION:
+        return _no_coordinator(
+            key, E.coordinator_not_available, "transactions are not supported yet"
+        )
+    if key_type != KEY_TYPE_GROUP:
+        return _no_coordinator(key, E.invalid_request, f"unknown key type {key_type}")
+    if not await ensure_offsets_topic(server):
+        return _no_coordinator(key, E.coordinator_not_available, f"{OFFSETS_TOPIC} is not ready")
+    partition = server.group_coordinator.manager.partition_for(key)
+    leader = server.cache.leader_of(OFFSETS_TOPIC, partition)
+    broker = server.cache.brokers.get(leader)
+    if broker is None:
+        return _no_coordinator(
+            key, E.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"
+        )
+    return {
+        "key": key,
+        "error_code": E.none,
+        "error_message": None,
+        "node_id": broker.id,
+        "host": broker.host,
+        "port": broker.port,
+    }
+
+
+async def handle_find_coordinator(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
+    if header.api_version >= 4:
+        coordinators = [await _find(server, key_type, key) for key in req.coordinator_keys]
+        return {"throttle_time": 0, "coordinators": coordinators}
+    result = await _find(server, key_type, req.key)
+    result["throttle_time"] = 0
+    return result
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------------
+def _future_callback() -> tuple[asyncio.Future, Any]:
+    fut = asyncio.get_running_loop().create_future()
+
+    def callback(result) -> None:
+        if not fut.done():  # the client may have gone (the awaiting task was cancelled)
+            fut.set_result(result)
+
+    return fut, callback
+
+
+async def handle_join_group(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    version = header.api_version
+    session_ms = ms(req.session_timeout)
+    fut, callback = _future_callback()
+    server.group_coordinator.join_group(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        instance_id=getattr(req, "group_instance_id", None),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        client_id=header.client_id or "",
+        client_host=request_context.client_host.get(),
+        rebalance_timeout_ms=ms(req.rebalance_timeout) if version >= 1 else session_ms,
+        session_timeout_ms=session_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, p.metadata) for p in req.protocols],
+        callback=callback,
+    )
+    result: JoinResult = await fut
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": protocol_name,
+        "leader": result.leader_id or "",
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": result.members or [],
+    }
+
+
+async def handle_sync_group(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    fut, callback = _future_callback()
+    server.group_coordinator.sync_group(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        getattr(req, "group_instance_id", None),
+        {a.member_id: a.assignment for a in req.assignments},
+        callback,
+    )
+    result: SyncResult = await fut
+    return {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+
+
+async def handle_heartbeat(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    error = server.group_coordinator.heartbeat(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
+    )
+    return {"throttle_time": 0, "error_code": error}
+
+
+async def handle_leave_group(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    if header.api_version >= 3:
+        leaving = [
+            (m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members
+        ]
+    else:
+        leaving = [(req.member_id, None, None)]
+    error, results = server.group_coordinator.leave_group(req.group_id, leaving)
+    if header.api_version < 3 and error == E.none:
+        error = next((e for _m, _i, e in results if e != E.none), E.none)
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "members": [
+            {"member_id": m, "group_instance_id": i, "error_code": e} for m, i, e in results
+        ],
+    }
+
+
+# -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------------
+async def handle_describe_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    groups = []
+    for group_id in req.groups:
+        error, summary = server.group_coordinator.describe_group(group_id)
+        groups.append(
+            {
+                "error_code": error,
+                "group_id": group_id,
+                **summary,
+                "authorized_operations": AUTH_OPS_UNKNOWN,
+            }
+        )
+    return {"throttle_time": 0, "groups": groups}
+
+
+async def handle_list_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    error, groups = server.group_coordinator.list_groups(
+        set(getattr(req, "states_filter", None) or ()),
+        set(getattr(req, "types_filter", None) or ()),
+    )
+    return {"throttle_time": 0, "error_code": error, "groups": groups}
+
+
+async def handle_delete_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    errors = server.group_coordinator.delete_groups(list(req.groups_names))
+    return {
+        "throttle_time": 0,
+        "results": [{"group_id": g, "error_code": e} for g, e in errors.items()],
+    }

@@ -1,0 +1,135 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete: committed offsets of groups.
+
+A commit is answered once its record in ``__consumer_offsets`` is committed
+(acks=all); partitions of topics this cluster does not have answer
+UNKNOWN_TOPIC_OR_PARTITION and are not written, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...coordinator.group import OffsetAndMetadata
+from ...coordinator.group.group import now_ms
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import RequestHeader, ms
+
+if TYPE_CHECKING:
+    from ..kafka_server import KafkaServer
+
+E = ErrorCode
+DEFAULT_RETENTION_TIME = -1
+
+
+def _known(server: KafkaServer, topic: str, partition: int) -> bool:
+    meta = server.cache.topics.get(topic)
+    return meta is not None and partition in meta.replicas
+
+
+def _by_topic(errors: dict[tuple[str, int], ErrorCode], order: list[tuple[str, int]]) -> list:
+    topics: dict[str, list] = {}
+    for tp in order:
+        topics.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": errors[tp]})
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+async def handle_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    version = header.api_version
+    now = now_ms()
+    retention = getattr(req, "retention_time", None)
+    retention_ms = ms(retention) if retention is not None else DEFAULT_RETENTION_TIME
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order = []
+    for topic in req.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if not _known(server, *tp):
+                errors[tp] = E.unknown_topic_or_partition
+                continue
+            epoch = getattr(p, "committed_leader_epoch", -1)
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=None if epoch is None or epoch < 0 else epoch,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now,
+                expire_timestamp=(
+                    now + retention_ms
+                    if version <= 4 and retention_ms != DEFAULT_RETENTION_TIME
+                    else None
+                ),
+            )
+    if offsets:
+        errors.update(
+            await server.group_coordinator.commit_offsets(
+                req.group_id,
+                req.member_id,
+                getattr(req, "group_instance_id", None),
+                req.generation_id_or_member_epoch,
+                offsets,
+            )
+        )
+    return {"throttle_time": 0, "topics": _by_topic(errors, order)}
+
+
+def _fetch_group(server: KafkaServer, group_id: str, topics, require_stable: bool):
+    """(group error, response topics) for one group."""
+    tps = None
+    if topics is not None:
+        tps = [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, found = server.group_coordinator.fetch_offsets(group_id, require_stable, tps)
+    if error != E.none:
+        return error, []
+    out: dict[str, list] = {}
+    for (topic, partition), (offset, epoch, metadata, perror) in found.items():
+        out.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_leader_epoch": epoch,
+                "metadata": metadata,
+                "error_code": perror,
+            }
+        )
+    return E.none, [{"name": name, "partitions": parts} for name, parts in out.items()]
+
+
+async def handle_offset_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    version = header.api_version
+    require_stable = getattr(req, "require_stable", False)
+    if version >= 8:
+        groups = []
+        for g in req.groups:
+            error, topics = _fetch_group(server, g.group_id, g.topics, require_stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return {"throttle_time": 0, "groups": groups}
+    error, topics = _fetch_group(server, req.group_id, req.topics, require_stable)
+    if error != E.none and version < 2:  # no group-level error yet: on every partition
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "metadata": "",
+                        "error_code": error,
+                    }
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in req.topics or ()
+        ]
+    return {"throttle_time": 0, "topics": topics, "error_code": error}
+
+
+async def handle_offset_delete(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    errors = {tp: E.unknown_topic_or_partition for tp in order if not _known(server, *tp)}
+    wanted = [tp for tp in order if tp not in errors]
+    error, deleted = server.group_coordinator.delete_offsets(req.group_id, wanted)
+    if error != E.none:
+        return {"throttle_time": 0, "error_code": error, "topics": []}
+    errors.update(deleted)
+    return {"throttle_time": 0, "error_code": E.none, "topics": _by_topic(errors, order)}

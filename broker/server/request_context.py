@@ -1,0 +1,18 @@
+"""Per-request facts a handler may need beyond the request itself.
+
+Each connection serves its requests on its own asyncio task, so a context variable set
+by the dispatcher is the current request's for the handler it awaits.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+#: the client's address as Kafka shows it in group descriptions: "/127.0.0.1"
+client_host: ContextVar[str] = ContextVar("client_host", default="")
+
+
+def set_client(peer: str) -> None:
+    """``peer`` is "host:port" (the connection's peer name)."""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    client_host.set("/" + host)
