@@ -130,10 +130,11 @@ def test_topic_overrides_on_broker_defaults_and_describe() -> None:
     assert rows["retention.ms"].value == "42"
     assert rows["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert not rows["retention.ms"].is_default
-    assert [s[0] for s in rows["retention.ms"].synonyms] == [
-        "retention.ms",
-        "log.retention.hours",
-        "retention.ms",
+    # as Kafka: the default synonym is named by the broker key, in its unit
+    assert [s[:2] for s in rows["retention.ms"].synonyms] == [
+        ("retention.ms", "42"),
+        ("log.retention.hours", "1"),
+        ("log.retention.hours", "168"),
     ]
     assert rows["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG
     assert rows["segment.bytes"].synonyms[0] == (

@@ -299,6 +299,19 @@ def _attr(key: str) -> str:
     return key.replace(".", "_")
 
 
+def _default_synonym(key: str) -> tuple[str, str | None, ConfigSource]:
+    """Kafka names a topic config's default by its broker key, in that key's unit
+    (``retention.ms`` -> ``log.retention.hours=168``)."""
+    default = getattr(_KAFKA_DEFAULTS, _attr(key))
+    broker = BROKER_SYNONYMS.get(key)
+    if not broker:
+        return key, _fmt(default), ConfigSource.DEFAULT_CONFIG
+    name, factor = broker[-1]
+    if factor != 1 and isinstance(default, int) and default % factor == 0:
+        default = default // factor
+    return name, _fmt(default), ConfigSource.DEFAULT_CONFIG
+
+
 @dataclass(frozen=True)
 class LogConfig:
     """Per-topic log settings; attribute names are Kafka's keys with ``_`` for ``.``."""
@@ -468,8 +481,7 @@ class LogConfig:
             if key in self.broker_values:
                 broker_key, raw = self.broker_values[key]
                 synonyms.append((broker_key, raw, ConfigSource.STATIC_BROKER_CONFIG))
-            default = getattr(_KAFKA_DEFAULTS, _attr(key))
-            synonyms.append((key, _fmt(default), ConfigSource.DEFAULT_CONFIG))
+            synonyms.append(_default_synonym(key))
             source = synonyms[0][2]
             rows.append(
                 ConfigDescription(

@@ -69,7 +69,10 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._can_write = asyncio.Event()
         self._can_write.set()
-        self.use_sendfile = server.use_sendfile
+        # asyncio's own loops have loop.sendfile; uvloop does not, so bytes go through pread
+        self.use_sendfile = server.use_sendfile and isinstance(
+            asyncio.get_event_loop(), asyncio.BaseEventLoop
+        )
 
     # -- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
