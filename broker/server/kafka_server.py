@@ -143,6 +143,7 @@ class KafkaServer:
         await asyncio.to_thread(
             self.zk.register_broker, info, cfg["zookeeper.session.timeout.ms"] / 1000.0 + 5
         )
+        self.zk.keep_registered(info)
         self.controller.start()
         log.info(
             "broker %d started in %.2fs (cluster id %s, %d partition logs)",

@@ -8,11 +8,13 @@ must be marshalled to the event loop by the caller.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
 
 from .znodes import (
     PERSISTENT_PATHS,
@@ -83,6 +85,26 @@ class KafkaZkClient:
         except NodeExistsError:
             data, _ = self.zk.get(ClusterIdZNode.path)
             return ClusterIdZNode.decode(data)
+
+    def keep_registered(self, info: BrokerInfo) -> None:
+        """Re-create ``/brokers/ids/<id>`` after a session expiry (ephemerals die with it)."""
+        lost = threading.Event()
+
+        def listener(state) -> None:
+            if state == KazooState.LOST:
+                lost.set()
+            elif state == KazooState.CONNECTED and lost.is_set():
+                lost.clear()
+                threading.Thread(target=self._reregister, args=(info,), daemon=True).start()
+
+        self.zk.add_listener(listener)
+
+    def _reregister(self, info: BrokerInfo) -> None:
+        log.warning("ZooKeeper session expired; registering broker %d again", info.id)
+        try:
+            self.register_broker(info, wait_s=self.session_timeout_ms / 1000.0 + 5)
+        except Exception:
+            log.exception("re-registering broker %d failed", info.id)
 
     def register_broker(self, info: BrokerInfo, wait_s: float) -> None:
         """Create ``/brokers/ids/<id>`` (ephemeral).

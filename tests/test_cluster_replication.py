@@ -1,0 +1,326 @@
+"""Replication on a real 3-broker cluster: ISR, HW, acks=all, failover, truncation by
+leader epoch, unclean election. Real ZooKeeper, real broker processes, librdkafka."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+
+from broker.protocol.records import decode_records, scan_valid_prefix
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.cluster
+
+FAST = {
+    "zookeeper.session.timeout.ms": "2000",
+    "replica.lag.time.max.ms": "2000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def _state(cluster, topic: str, partition: int) -> dict:
+    zk = cluster.zk_client()
+    data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    return json.loads(data)
+
+
+def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _create(cluster, topic, partitions=1, rf=3, config=None):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})])[topic].result(30)
+    _wait(lambda: len(_state(cluster, topic, 0)["isr"]) == rf, what="full ISR")
+
+
+def _read_all(bootstrap, topic, partitions, timeout=60.0):
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "r", "enable.auto.commit": False}
+    )
+    out = {}
+    for p in range(partitions):
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        out[p] = (low, high, [])
+    consumer.assign([TopicPartition(topic, p, out[p][0]) for p in range(partitions)])
+    deadline = time.time() + timeout
+    while any(low + len(v) < high for low, high, v in out.values()) and time.time() < deadline:
+        for msg in consumer.consume(1000, 1.0):
+            assert not msg.error(), msg.error()
+            out[msg.partition()][2].append((msg.offset(), msg.value()))
+    consumer.close()
+    return out
+
+
+@pytest.mark.slow
+def test_acks_all_survives_twenty_leader_kills(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = _name("kills")
+    _create(cluster, topic, partitions=2, config={"min.insync.replicas": "2"})
+    acked: dict[int, list[bytes]] = {0: [], 1: []}
+    stop = threading.Event()
+    failures: list = []
+
+    def produce():
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+            }
+        )
+
+        def on_delivery(err, msg):
+            if err is None:
+                acked[msg.partition()].append(msg.value())
+            else:
+                failures.append(err)
+
+        i = 0
+        while not stop.is_set():
+            try:
+                producer.produce(topic, value=b"%09d" % i, partition=i % 2, on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(0.001 if i % 50 == 0 else 0)
+        producer.flush(120)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        for _ in range(20):
+            leader = _wait(
+                lambda: (
+                    _state(cluster, topic, 0)["leader"] > 0 and _state(cluster, topic, 0)["leader"]
+                ),
+                what="a leader",
+            )
+            cluster.broker(leader).kill()
+            _wait(
+                lambda: _state(cluster, topic, 0)["leader"] not in (-1, leader), what="a new leader"
+            )
+            cluster.broker(leader).start()
+            _wait(lambda: len(_state(cluster, topic, 0)["isr"]) >= 2, what="ISR of two")
+    finally:
+        stop.set()
+        t.join(180)
+    assert not failures, failures[:3]
+    assert sum(map(len, acked.values())) > 1000
+    data = _read_all(cluster.bootstrap, topic, 2)
+    for p in (0, 1):
+        low, high, values = data[p]
+        stored = [v for _, v in values]
+        assert [o for o, _ in values] == list(range(low, high))
+        assert len(stored) == len(set(stored)), "a record was stored twice"
+        assert stored == sorted(stored), "order within the partition changed"
+        missing = set(acked[p]) - set(stored)
+        assert not missing, f"{len(missing)} acknowledged records lost in partition {p}"
+
+
+def test_paused_follower_leaves_isr_and_rejoins_and_hw_never_goes_back(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = _name("pause")
+    _create(cluster, topic, config={"min.insync.replicas": "2"})
+    state = _state(cluster, topic, 0)
+    follower = next(b for b in state["isr"] if b != state["leader"])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1})
+    hws: list[int] = []
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "h"})
+
+    def sample():
+        hws.append(
+            consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+        )
+
+    cluster.broker(follower).pause()
+    try:
+        _wait(
+            lambda: follower not in _state(cluster, topic, 0)["isr"], timeout=20, what="ISR shrink"
+        )
+        for i in range(100):
+            producer.produce(topic, value=b"during-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        sample()
+    finally:
+        cluster.broker(follower).resume()
+    _wait(lambda: follower in _state(cluster, topic, 0)["isr"], timeout=20, what="ISR expand")
+    for i in range(100):
+        producer.produce(topic, value=b"after-%d" % i, partition=0)
+        if i % 10 == 0:
+            sample()
+    assert producer.flush(30) == 0
+    sample()
+    consumer.close()
+    assert hws == sorted(hws) and hws[-1] == 200
+
+
+def test_divergent_old_leader_truncates_by_leader_epoch(cluster_factory):
+    # followers stay in the ISR while paused (long lag and session timeouts), so one of
+    # them can be elected cleanly after the leader took writes they never fetched
+    cluster = cluster_factory(
+        3, **{"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "15000"}
+    )
+    topic = _name("diverge")
+    _create(cluster, topic)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, value=b"agreed-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    old = _state(cluster, topic, 0)["leader"]
+    followers = [b for b in (1, 2, 3) if b != old]
+    for b in followers:
+        cluster.broker(b).pause()
+    time.sleep(1.2)  # any fetch they had parked at the leader (max wait 500 ms) has returned
+    w = WireClient("127.0.0.1", cluster.broker(old).port)
+    from broker.protocol.records import build_batch
+
+    batch = build_batch(
+        [(None, b"divergent-%d" % i, [], int(time.time() * 1000)) for i in range(5)]
+    )
+    r = w.produce(topic, 0, batch, acks=1)
+    assert r.error_code == ErrorCode.none and r.base_offset == 10
+    w.close()
+    cluster.broker(old).kill()
+    for b in followers:
+        cluster.broker(b).resume()
+    new = _wait(
+        lambda: (
+            _state(cluster, topic, 0)["leader"] in followers and _state(cluster, topic, 0)["leader"]
+        ),
+        what="new leader",
+    )
+    producer = Producer(
+        {"bootstrap.servers": ",".join(cluster.broker(b).address for b in followers), "acks": "all"}
+    )
+    for i in range(3):
+        producer.produce(topic, value=b"new-leader-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    cluster.broker(old).start()
+    _wait(
+        lambda: old in _state(cluster, topic, 0)["isr"], timeout=30, what="old leader back in ISR"
+    )
+    values = []
+    for seg in sorted(Path(cluster.broker(old).log_dir, f"{topic}-0").glob("*.log")):
+        data = seg.read_bytes()
+        end, headers = scan_valid_prefix(data)
+        for h in headers:
+            values += [r.value for r in decode_records(data[h.position : h.position + h.size])]
+    assert values == [b"agreed-%d" % i for i in range(10)] + [
+        b"new-leader-%d" % i for i in range(3)
+    ]
+    assert new != old
+
+
+def test_unclean_election_off_keeps_partition_offline_on_elects(cluster_factory):
+    cluster = cluster_factory(2, **FAST)
+    clean, unclean = _name("clean"), _name("unclean")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for topic, flag in ((clean, "false"), (unclean, "true")):
+        admin.create_topics(
+            [
+                NewTopic(
+                    topic,
+                    num_partitions=1,
+                    replica_assignment=[[1, 2]],
+                    config={"unclean.leader.election.enable": flag},
+                )
+            ]
+        )[topic].result(30)
+        _wait(lambda t=topic: len(_state(cluster, t, 0)["isr"]) == 2, what="full ISR")
+    cluster.broker(2).pause()
+    for topic in (clean, unclean):
+        _wait(
+            lambda t=topic: _state(cluster, t, 0)["isr"] == [1],
+            timeout=20,
+            what="ISR shrink to the leader",
+        )
+    cluster.broker(1).kill()
+    cluster.broker(2).resume()
+    assert _wait(
+        lambda: _state(cluster, unclean, 0)["leader"] == 2, timeout=20, what="unclean election"
+    )
+    time.sleep(1.0)
+    assert _state(cluster, clean, 0)["leader"] == -1, "clean topic must stay offline"
+    cluster.broker(1).start()
+    _wait(
+        lambda: _state(cluster, clean, 0)["leader"] == 1,
+        timeout=20,
+        what="the ISR member back as leader",
+    )
+
+
+def test_errors_from_followers_and_min_isr(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = _name("errs")
+    _create(cluster, topic, config={"min.insync.replicas": "3"})
+    state = _state(cluster, topic, 0)
+    follower = (
+        next(b for b in state["replicas"] if b != state["leader"])
+        if "replicas" in state
+        else next(b for b in (1, 2, 3) if b != state["leader"])
+    )
+    from broker.protocol.records import build_batch
+
+    batch = build_batch([(None, b"x", [], int(time.time() * 1000))])
+    w = WireClient("127.0.0.1", cluster.broker(follower).port)
+    assert w.produce(topic, 0, batch).error_code == ErrorCode.not_leader_or_follower
+    w.close()
+    cluster.broker(follower).kill()
+    _wait(lambda: follower not in _state(cluster, topic, 0)["isr"], timeout=20, what="ISR shrink")
+    leader = cluster.broker(_state(cluster, topic, 0)["leader"])
+    w = WireClient("127.0.0.1", leader.port)
+    before = w.list_offset(topic, 0, -1).offset
+    assert w.produce(topic, 0, batch, acks=-1).error_code == ErrorCode.not_enough_replicas
+    assert w.produce(topic, 0, batch, acks=1).error_code == ErrorCode.none
+    _wait(
+        lambda: w.list_offset(topic, 0, -1).offset == before + 1,
+        what="HW to cover the acks=1 write",
+    )
+    w.close()
+
+
+def test_controller_failover(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    zk = cluster.zk_client()
+    first = json.loads(zk.get("/controller")[0])["brokerid"]
+    epoch = int(zk.get("/controller_epoch")[0])
+    cluster.broker(first).kill()
+    second = _wait(
+        lambda: (
+            zk.exists("/controller")
+            and json.loads(zk.get("/controller")[0])["brokerid"] != first
+            and json.loads(zk.get("/controller")[0])["brokerid"]
+        ),
+        timeout=20,
+        what="a new controller",
+    )
+    assert int(zk.get("/controller_epoch")[0]) == epoch + 1
+    topic = _name("after")
+    others = ",".join(b.address for b in cluster.brokers if b.id != first)
+    admin = AdminClient({"bootstrap.servers": others})
+    admin.create_topics([NewTopic(topic, 2, 2)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": others, "acks": "all"})
+    producer.produce(topic, value=b"ok", partition=1)
+    assert producer.flush(30) == 0
+    assert second != first
