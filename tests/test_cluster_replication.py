@@ -118,7 +118,7 @@ def test_acks_all_survives_twenty_leader_kills(cluster_factory):
             )
             cluster.broker(leader).kill()
             _wait(
-                lambda: _state(cluster, topic, 0)["leader"] not in (-1, leader), what="a new leader"
+                lambda old=leader: _state(cluster, topic, 0)["leader"] not in (-1, old), what="a new leader"
             )
             cluster.broker(leader).start()
             _wait(lambda: len(_state(cluster, topic, 0)["isr"]) >= 2, what="ISR of two")

@@ -29,6 +29,8 @@ from broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCach
 from broker.log.loader import load_segments, rebuild_producer_state
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from broker.log.segment import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
     DeletionQueue,
     FetchSlice,
     LogSegment,
@@ -304,6 +306,17 @@ class Log:
             seg.rename_for_delete()
             self.deleter.schedule(seg, due)
         self._hw_position = None
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], now_ms=None) -> None:
+        """The cleaner's swap (Kafka's replaceSegments): ``new``, written with files
+        ending ``.cleaned``, takes the place of the contiguous ``old`` segments. The
+        ``.swap`` stage lets recovery finish a swap a crash interrupted."""
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        self._remove_segments(old, now_ms)
+        index = bisect.bisect_left(self._bases, new.base_offset)
+        self.segments.insert(index, new)
+        self._bases.insert(index, new.base_offset)
+        new.change_file_suffixes(SWAP_SUFFIX, "")
 
     # --- reads ---------------------------------------------------------------------------
 

@@ -549,6 +549,7 @@ def build_batch(
     last_offset_delta: int | None = None,
     first_timestamp: int | None = None,
     max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode a complete v2 batch with a correct CRC.
 
@@ -558,8 +559,12 @@ def build_batch(
     batch's last offset (and so its last sequence) after records were removed;
     ``first_timestamp`` is the base the timestamp deltas are taken from; and
     ``max_timestamp`` is for LogAppendTime batches, whose max is the append time.
+    ``delete_horizon_ms`` (the cleaner, KIP-534) sets the delete-horizon flag and stores
+    the horizon as the batch's base timestamp, record timestamps relative to it.
     """
     entries = _normalise(records, base_offset)
+    if delete_horizon_ms is not None:
+        first_timestamp = delete_horizon_ms
     if first_timestamp is None:
         first_timestamp = entries[0][1] if entries else NO_TIMESTAMP
     body = bytearray()
@@ -576,6 +581,7 @@ def build_batch(
         | (TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0)
         | (TRANSACTIONAL_BIT if is_transactional else 0)
         | (CONTROL_BIT if is_control else 0)
+        | (DELETE_HORIZON_BIT if delete_horizon_ms is not None else 0)
     )
     batch = bytearray(BATCH_HEADER_SIZE)
     _HEADER.pack_into(
