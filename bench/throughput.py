@@ -8,6 +8,7 @@ linger.ms 10, as Kafka's own perf runs are tuned):
 
 - produce records/s uncompressed and with lz4,
 - consume records/s (the uncompressed topic, from the beginning),
+- the same produce and consume through kcat (librdkafka with no Python client loop),
 - p50/p99 produce latency at a fixed 10,000 records/s,
 - the same client against librdkafka's in-process mock cluster: the ceiling of this
   Python client loop, so the broker's share of the cost can be read off,
@@ -71,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "--skip",
         action="append",
         default=[],
-        choices=["mock", "redis", "lz4", "consume", "latency"],
+        choices=["mock", "redis", "lz4", "consume", "latency", "kcat"],
         help="leave a run out",
     )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -217,6 +218,8 @@ def kafka_runs(bootstrap: str, args, label: str, results: list) -> None:
         record("produce, lz4", produce(bootstrap, lz4, args, **{"compression.type": "lz4"}))
     if "consume" not in args.skip:
         record("consume", consume(bootstrap, plain, args))
+    if "kcat" not in args.skip:
+        kcat_runs(bootstrap, args, label, results)
     if "latency" not in args.skip:
         latency = f"bench-latency-{stamp}"
         create_topic(bootstrap, latency, args.partitions)
@@ -230,6 +233,71 @@ def kafka_runs(bootstrap: str, args, label: str, results: list) -> None:
                 **{"linger.ms": args.latency_linger_ms},
             ),
         )
+
+
+def kcat_runs(bootstrap: str, args, label: str, results: list) -> None:
+    """The same produce and consume through kcat: librdkafka with no Python in the loop,
+    the peer of redis-benchmark's C client."""
+    if shutil.which("kcat") is None:
+        print("  kcat not installed; skipping its runs", file=sys.stderr)
+        return
+    topic = f"bench-kcat-{int(time.time())}"
+    create_topic(bootstrap, topic, args.partitions)
+    with tempfile.NamedTemporaryFile("wb", suffix=".lines", delete=False) as f:
+        f.write((b"x" * args.record_size + b"\n") * args.records)
+        lines = f.name
+    props = [x for k, v in THROUGHPUT_PROPS.items() for x in ("-X", f"{k}={v}")]
+    try:
+        start = time.perf_counter()
+        subprocess.run(
+            ["kcat", "-P", "-b", bootstrap, "-t", topic, "-l", lines, *props],
+            check=True,
+            stderr=subprocess.DEVNULL,
+        )
+        seconds = time.perf_counter() - start
+    finally:
+        os.unlink(lines)
+    results.append(_rate_row(label, "produce, kcat (C client)", args, args.records, seconds))
+    start = time.perf_counter()
+    out = subprocess.run(
+        [
+            "kcat",
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o\n",
+            "-X",
+            f"fetch.max.bytes={50 * MB}",
+        ],
+        check=True,
+        capture_output=True,
+    ).stdout
+    seconds = time.perf_counter() - start
+    results.append(_rate_row(label, "consume, kcat (C client)", args, out.count(b"\n"), seconds))
+
+
+def _rate_row(label: str, test: str, args, count: int, seconds: float) -> dict:
+    rps = count / seconds
+    print(f"  {test}: {rps:,.0f} records/s", file=sys.stderr)
+    row = {
+        "system": label,
+        "test": test,
+        "records": count,
+        "seconds": seconds,
+        "records_per_sec": rps,
+        "mb_per_sec": rps * args.record_size / MB,
+    }
+    if count < args.records:
+        row["errors"] = args.records - count
+        row["first_error"] = f"only {count} of {args.records} records"
+    return row
 
 
 def mock_runs(args, results: list) -> None:
