@@ -324,3 +324,24 @@ def test_controller_failover(cluster_factory):
     producer.produce(topic, value=b"ok", partition=1)
     assert producer.flush(30) == 0
     assert second != first
+
+
+def test_controlled_shutdown_moves_leaderships_first(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = _name("ctrl")
+    _create(cluster, topic, partitions=6, config={"min.insync.replicas": "2"})
+    victim = _state(cluster, topic, 0)["leader"]
+    led_before = [p for p in range(6) if _state(cluster, topic, p)["leader"] == victim]
+    assert led_before
+    assert cluster.broker(victim).stop() == 0, "SIGTERM must end in a clean exit"
+    for p in range(6):
+        state = _state(cluster, topic, p)
+        assert state["leader"] != victim and state["leader"] > 0
+        assert victim not in state["isr"]
+    others = ",".join(b.address for b in cluster.brokers if b.id != victim)
+    producer = Producer({"bootstrap.servers": others, "acks": "all", "message.timeout.ms": 10000})
+    for p in range(6):
+        producer.produce(topic, value=b"after-shutdown", partition=p)
+    assert producer.flush(30) == 0
+    cluster.broker(victim).start()
+    _wait(lambda: all(victim in _state(cluster, topic, p)["isr"] for p in range(6)), what="rejoin")

@@ -13,6 +13,7 @@ returns). Replication and ISR management grow here with the cluster issue.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -31,6 +32,10 @@ from ..zk.znodes import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class NotControllerError(RuntimeError):
+    pass
 
 
 class Controller:
@@ -56,6 +61,12 @@ class Controller:
         DataWatch(self.client, ControllerZNode.path, lambda data, _s: self._events.put(("elect",)))
         self.client.add_listener(self._session_listener)
 
+    def submit(self, name: str, *args) -> concurrent.futures.Future:
+        """Run ``_on_<name>(*args)`` on the controller thread; its result in a Future."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._events.put(("call", fut, name, args))
+        return fut
+
     def stop(self) -> None:
         self._stopped = True
         self._events.put(("stop",))
@@ -77,6 +88,53 @@ class Controller:
                 getattr(self, "_on_" + event[0])(*event[1:])
             except Exception:
                 log.exception("controller event %s failed", event[0])
+
+    def _on_call(self, fut: concurrent.futures.Future, name: str, args: tuple) -> None:
+        try:
+            fut.set_result(getattr(self, "_on_" + name)(*args))
+        except Exception as exc:  # noqa: BLE001 - handed to the caller
+            fut.set_exception(exc)
+
+    def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """Move leadership off ``broker_id`` and take it out of every ISR, before it stops.
+
+        Returns the partitions whose move failed (a conditional write lost a race);
+        the broker retries until that list is empty. Partitions with no other live
+        in-sync replica cannot move and are not waited for.
+        """
+        if self.epoch is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        live = self._live_brokers()
+        remaining = []
+        for topic in self.zk.get_all_topics():
+            assignment = self.zk.get_topic_assignment(topic)
+            if assignment is None:
+                continue
+            for partition, replicas in assignment.partitions.items():
+                if broker_id not in replicas:
+                    continue
+                state = self.zk.get_partition_state(topic, partition)
+                if state is None or broker_id not in (state.leader, *state.isr):
+                    continue
+                others = [b for b in state.isr if b != broker_id and b in live]
+                if not others:
+                    continue  # no live in-sync replica to take over: nothing to wait for
+                moved = state.leader == broker_id
+                new = LeaderAndIsr(
+                    leader=others[0] if moved else state.leader,
+                    leader_epoch=state.leader_epoch + (1 if moved else 0),
+                    isr=others if moved else [b for b in state.isr if b != broker_id],
+                    controller_epoch=self.epoch,
+                    zk_version=state.zk_version,
+                )
+                if self.zk.update_partition_state(topic, partition, new) is None:
+                    remaining.append((topic, partition))
+        log.info(
+            "controlled shutdown of broker %d: %d partition(s) could not move yet",
+            broker_id,
+            len(remaining),
+        )
+        return remaining
 
     def _on_resign(self) -> None:
         if self.epoch is not None:

@@ -23,6 +23,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from .schemas import EXTRA_SCHEMAS
+
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 _HEAD = struct.Struct(">hhi")
 
@@ -47,12 +49,14 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 @cache
 def request_schema(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    extra = EXTRA_SCHEMAS.get((api_key, version))
+    return extra[0] if extra else load_request_schema(api_key, version)
 
 
 @cache
 def response_schema(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    extra = EXTRA_SCHEMAS.get((api_key, version))
+    return extra[1] if extra else load_response_schema(api_key, version)
 
 
 @cache

@@ -232,10 +232,11 @@ class ReplicaFetcherManager:
         self.broker_endpoint = broker_endpoint
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.owner: dict[TopicPartition, int] = {}
+        self.closed = False  # set at shutdown: a stopping broker follows nobody
 
     def add_partition(self, key: TopicPartition, part: Partition, leader_id: int) -> None:
         self.remove_partition(key)
-        if leader_id < 0 or leader_id == self.broker_id:
+        if self.closed or leader_id < 0 or leader_id == self.broker_id:
             return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None or fetcher.task.done():
@@ -256,6 +257,8 @@ class ReplicaFetcherManager:
                 del self.fetchers[leader_id]
 
     async def shutdown(self) -> None:
+        self.closed = True
+        self.owner.clear()
         for fetcher in self.fetchers.values():
             fetcher.task.cancel()
         for fetcher in self.fetchers.values():

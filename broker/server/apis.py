@@ -37,6 +37,7 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     1: ("Fetch", 4, 12),
     2: ("ListOffsets", 1, 7),
     3: ("Metadata", 0, 12),
+    7: ("ControlledShutdown", 3, 3),
     8: ("OffsetCommit", 2, 9),
     9: ("OffsetFetch", 1, 8),  # v8: groups[]; v9+ is KIP-848's member epochs
     10: ("FindCoordinator", 0, 4),  # v4: batched keys
@@ -66,13 +67,24 @@ HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 
 
 def _registry() -> dict[int, HandlerFn]:
-    from .handlers import admin, configs, fetch, group, metadata, offsets, offsets_commit, produce
+    from .handlers import (
+        admin,
+        configs,
+        controller_ops,
+        fetch,
+        group,
+        metadata,
+        offsets,
+        offsets_commit,
+        produce,
+    )
 
     return {
         0: produce.handle_produce,
         1: fetch.handle_fetch,
         2: offsets.handle_list_offsets,
         3: metadata.handle_metadata,
+        7: controller_ops.handle_controlled_shutdown,
         8: offsets_commit.handle_offset_commit,
         9: offsets_commit.handle_offset_fetch,
         10: group.handle_find_coordinator,

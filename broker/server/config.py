@@ -122,6 +122,8 @@ KEYS: dict[str, Key] = {
             "replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint interval", 1
         ),
         Key("controlled.shutdown.enable", _bool, True, "Move leaderships away before stopping"),
+        Key("controlled.shutdown.max.retries", _int, 3, "Controlled shutdown attempts", 1),
+        Key("controlled.shutdown.retry.backoff.ms", _int, 5000, "Pause between attempts", 0),
         Key("fetch.max.bytes", _int, 57671680, "Largest fetch response", 0),
         Key(
             "queued.max.requests",

@@ -13,12 +13,13 @@ import logging
 import signal
 import time
 
+from ..client.connection import BrokerConnection
 from ..controller.controller import Controller
 from ..coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from ..coordinator.producer_id import ProducerIdManager
 from ..log.config import LogConfig
 from ..log.manager import LogManager
-from ..protocol.errors import KafkaError
+from ..protocol.errors import ErrorCode, KafkaError
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
@@ -164,7 +165,78 @@ class KafkaServer:
         chores.cancel()
         await self.shutdown()
 
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away before we stop (SIGTERM)."""
+        started = time.monotonic()
+        await self.fetchers.shutdown()  # stop following, so no leader takes us back into an ISR
+        deadline = started + 30.0
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
+        for attempt in range(1, retries + 1):
+            try:
+                remaining = await self._request_controlled_shutdown()
+            except Exception as exc:  # noqa: BLE001 - the controller may be moving: retry
+                log.info("controlled shutdown attempt failed (%r); retrying", exc)
+                remaining = None
+            if remaining == []:
+                await self._wait_leaderships_gone(deadline)
+                log.info("controlled shutdown done in %.2fs", time.monotonic() - started)
+                return
+            if remaining:
+                log.info(
+                    "controlled shutdown attempt %d/%d: %d partition(s) still led here",
+                    attempt,
+                    retries,
+                    len(remaining),
+                )
+            if attempt < retries:
+                await asyncio.sleep(backoff_s)
+        log.warning(
+            "controlled shutdown did not complete after %d attempts; stopping anyway", retries
+        )
+
+    async def _request_controlled_shutdown(self) -> list | None:
+        controller_id = self.cache.controller_id
+        if controller_id == self.config.broker_id and self.controller.is_active:
+            return await asyncio.wrap_future(
+                self.controller.submit("controlled_shutdown", self.config.broker_id)
+            )
+        endpoint = self._broker_endpoint(controller_id)
+        if endpoint is None:
+            return None
+        conn = BrokerConnection(*endpoint, client_id=f"broker-{self.config.broker_id}")
+        await conn.connect()
+        try:
+            resp = await conn.request(7, 3, {"broker_id": self.config.broker_id}, timeout_s=15)
+        finally:
+            await conn.close()
+        if resp.error_code != ErrorCode.none:
+            return None
+        return [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
+
+    async def _wait_leaderships_gone(self, deadline: float) -> None:
+        """Until our cache shows the moves, so clients get NOT_LEADER from here, not data."""
+        while time.monotonic() < deadline:
+            led = [
+                p
+                for p in self.replicas.partitions.values()
+                if p.is_leader
+                and p.state is not None
+                and len(p.state.replicas) > 1
+                and any(b != self.config.broker_id and self.cache.alive(b) for b in p.state.isr)
+            ]
+            if not led:
+                return
+            try:
+                await asyncio.wait_for(
+                    self.cluster_sync.changed.wait(), deadline - time.monotonic()
+                )
+            except TimeoutError:
+                return
+
     async def shutdown(self) -> None:
+        if self.config["controlled.shutdown.enable"] and self.cluster_sync is not None:
+            await self._controlled_shutdown()
         if self.controller is not None:
             self.controller.stop()
         if self.group_coordinator is not None:
