@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import logging
 import struct
+from dataclasses import is_dataclass
 from typing import Any
 
 from ..protocol.messages import (
@@ -83,7 +84,7 @@ class BrokerConnection:
         if not self.connected:
             raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
         correlation_id = next(self._ids)
-        payload = build(request_schema(api_key, version), body)
+        payload = body if is_dataclass(body) else build(request_schema(api_key, version), body)
         frame = encode_request(
             RequestHeader(api_key, version, correlation_id, self.client_id), payload
         )

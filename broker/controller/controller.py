@@ -17,16 +17,22 @@ import concurrent.futures
 import logging
 import queue
 import threading
+import time
 
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from ..protocol.errors import ErrorCode
 from ..zk.client import KafkaZkClient
+from . import election
 from ..zk.znodes import (
     BrokerIdsZNode,
     ControllerZNode,
     DeleteTopicsZNode,
     LeaderAndIsr,
+    PreferredReplicaElectionZNode,
+    TopicAssignment,
     TopicsZNode,
     TopicZNode,
 )
@@ -39,8 +45,20 @@ class NotControllerError(RuntimeError):
 
 
 class Controller:
-    def __init__(self, zk: KafkaZkClient, broker_id: int, unclean_default: bool = False) -> None:
+    def __init__(
+        self,
+        zk: KafkaZkClient,
+        broker_id: int,
+        unclean_default: bool = False,
+        *,
+        auto_rebalance: bool = True,
+        imbalance_interval_s: float = 300.0,
+        imbalance_percentage: int = 10,
+    ) -> None:
         self.unclean_default = unclean_default
+        self.auto_rebalance = auto_rebalance
+        self.imbalance_interval_s = imbalance_interval_s
+        self.imbalance_percentage = imbalance_percentage
         self.unclean_elections = 0
         self.zk = zk
         self.client = zk.zk
@@ -58,8 +76,17 @@ class Controller:
 
     def start(self) -> None:
         self._thread.start()
+        if self.auto_rebalance:
+            threading.Thread(
+                target=self._rebalance_timer, name="leader-rebalance", daemon=True
+            ).start()
         DataWatch(self.client, ControllerZNode.path, lambda data, _s: self._events.put(("elect",)))
         self.client.add_listener(self._session_listener)
+
+    def _rebalance_timer(self) -> None:
+        while not self._stopped:
+            time.sleep(self.imbalance_interval_s)
+            self._events.put(("auto_rebalance",))
 
     def submit(self, name: str, *args) -> concurrent.futures.Future:
         """Run ``_on_<name>(*args)`` on the controller thread; its result in a Future."""
@@ -136,6 +163,83 @@ class Controller:
         )
         return remaining
 
+    def _on_elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders / preferred_replica_election: one result per partition."""
+        if self.epoch is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        live = self._live_brokers()
+        if partitions is None:
+            partitions = [
+                (t, p)
+                for t in self.zk.get_all_topics()
+                for p in (self.zk.get_topic_assignment(t) or TopicAssignment({})).partitions
+            ]
+        results = {}
+        assignments: dict[str, TopicAssignment | None] = {}
+        for topic, partition in partitions:
+            if topic not in assignments:
+                assignments[topic] = self.zk.get_topic_assignment(topic)
+            assignment = assignments[topic]
+            state = self.zk.get_partition_state(topic, partition)
+            if assignment is None or partition not in assignment.partitions or state is None:
+                results[(topic, partition)] = (
+                    ErrorCode.unknown_topic_or_partition,
+                    "Unknown partition.",
+                )
+                continue
+            code, message, new = election.elect(
+                election_type, assignment.partitions[partition], state, live, self.epoch
+            )
+            if new is not None and self.zk.update_partition_state(topic, partition, new) is None:
+                code, message = ErrorCode.not_controller, "The partition state changed; retry."
+            elif new is not None:
+                log.info(
+                    "%s-%d: elected %d (%s election, epoch %d)",
+                    topic,
+                    partition,
+                    new.leader,
+                    "preferred" if election_type == election.PREFERRED else "unclean",
+                    new.leader_epoch,
+                )
+            results[(topic, partition)] = (code, message)
+        return results
+
+    def _on_preferred_znode(self) -> None:
+        """``/admin/preferred_replica_election``: elect, then delete the request znode."""
+        if self.epoch is None:
+            return
+        try:
+            data, _ = self.client.get(PreferredReplicaElectionZNode.path)
+        except NoNodeError:
+            return
+        partitions = PreferredReplicaElectionZNode.decode(data)
+        self._on_elect_leaders(election.PREFERRED, partitions)
+        try:
+            self.client.delete(PreferredReplicaElectionZNode.path)
+        except NoNodeError:
+            pass
+
+    def _on_auto_rebalance(self) -> None:
+        if self.epoch is None or not self.auto_rebalance:
+            return
+        assignments, leaders = {}, {}
+        for topic in self.zk.get_all_topics():
+            assignment = self.zk.get_topic_assignment(topic)
+            for partition, replicas in (assignment.partitions if assignment else {}).items():
+                state = self.zk.get_partition_state(topic, partition)
+                if state is not None:
+                    assignments[(topic, partition)] = replicas
+                    leaders[(topic, partition)] = state.leader
+        moves = election.imbalanced(assignments, leaders, self.imbalance_percentage)
+        if moves:
+            log.info(
+                "leader imbalance: moving %d partition(s) back to their preferred leader",
+                len(moves),
+            )
+            self._on_elect_leaders(election.PREFERRED, moves)
+
     def _on_resign(self) -> None:
         if self.epoch is not None:
             log.info("broker %d resigns as controller (ZooKeeper session lost)", self.broker_id)
@@ -164,6 +268,7 @@ class Controller:
             ChildrenWatch(
                 self.client, BrokerIdsZNode.path, lambda c: self._events.put(("brokers", c))
             )
+            DataWatch(self.client, PreferredReplicaElectionZNode.path, self._preferred_watch)
         else:
             self._on_topics(self.zk.get_all_topics())
             self._on_brokers(self.client.get_children(BrokerIdsZNode.path))
@@ -177,6 +282,11 @@ class Controller:
                 DataWatch(self.client, TopicZNode.path(topic), self._topic_watch(topic))
             self._ensure_states(topic)
         self._topic_watches &= set(topics)
+
+    def _preferred_watch(self, data, _stat) -> bool:
+        if data is not None:
+            self._events.put(("preferred_znode",))
+        return True  # a False return would end kazoo's watch
 
     def _topic_watch(self, topic: str):
         def on_change(data, _stat):

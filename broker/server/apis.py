@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from dataclasses import is_dataclass
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,7 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     35: ("DescribeLogDirs", 1, 4),
     37: ("CreatePartitions", 0, 3),
     42: ("DeleteGroups", 0, 2),
+    43: ("ElectLeaders", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
     47: ("OffsetDelete", 0, 0),
     60: ("DescribeCluster", 0, 1),
@@ -105,6 +107,7 @@ def _registry() -> dict[int, HandlerFn]:
         35: admin.handle_describe_log_dirs,
         37: admin.handle_create_partitions,
         42: group.handle_delete_groups,
+        43: controller_ops.handle_elect_leaders,
         44: configs.handle_incremental_alter_configs,
         47: offsets_commit.handle_offset_delete,
         60: metadata.handle_describe_cluster,
@@ -151,5 +154,5 @@ class KafkaApis:
         result = await self.handlers[api_key](self.server, header, request)
         if result is None or isinstance(result, bytes | list):
             return result  # acks=0, or a handler that encodes its own response (Fetch)
-        body = build(response_schema(api_key, version), result)
+        body = result if is_dataclass(result) else build(response_schema(api_key, version), result)
         return encode_response(api_key, version, correlation_id, body)

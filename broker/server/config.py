@@ -122,6 +122,22 @@ KEYS: dict[str, Key] = {
             "replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint interval", 1
         ),
         Key("controlled.shutdown.enable", _bool, True, "Move leaderships away before stopping"),
+        Key(
+            "auto.leader.rebalance.enable",
+            _bool,
+            True,
+            "Move leadership back to preferred replicas",
+        ),
+        Key(
+            "leader.imbalance.check.interval.seconds",
+            _int,
+            300,
+            "How often imbalance is checked",
+            1,
+        ),
+        Key(
+            "leader.imbalance.per.broker.percentage", _int, 10, "Allowed share of moved leaders", 0
+        ),
         Key("controlled.shutdown.max.retries", _int, 3, "Controlled shutdown attempts", 1),
         Key("controlled.shutdown.retry.backoff.ms", _int, 5000, "Pause between attempts", 0),
         Key("fetch.max.bytes", _int, 57671680, "Largest fetch response", 0),

@@ -136,7 +136,12 @@ class KafkaServer:
         )
         await asyncio.to_thread(self.cluster_sync.start)
         self.controller = Controller(
-            self.zk, cfg.broker_id, unclean_default=cfg["unclean.leader.election.enable"]
+            self.zk,
+            cfg.broker_id,
+            unclean_default=cfg["unclean.leader.election.enable"],
+            auto_rebalance=cfg["auto.leader.rebalance.enable"],
+            imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
+            imbalance_percentage=cfg["leader.imbalance.per.broker.percentage"],
         )
         first = endpoints[0].split("://", 1)[1]
         host, port = first.rsplit(":", 1)

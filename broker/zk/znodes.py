@@ -272,6 +272,20 @@ class ProducerIdBlockZNode:
         return int(body["block_start"]), int(body["block_end"])
 
 
+class PreferredReplicaElectionZNode:
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _dumps(
+            {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> list[tuple[str, int]]:
+        return [(p["topic"], int(p["partition"])) for p in json.loads(data).get("partitions", [])]
+
+
 class IsrChangeNotificationZNode:
     path = "/isr_change_notification"
     prefix = "isr_change_"

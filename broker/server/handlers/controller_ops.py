@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ...client.connection import BrokerConnection
 from ...controller.controller import NotControllerError
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader
@@ -14,9 +15,38 @@ if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
+async def _controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
+    """True if this broker's controller is active. While ZooKeeper already names us
+    but the controller thread is still taking office, wait a little."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        controller = server.controller
+        if controller is not None and controller.is_active:
+            return True
+        if server.cache.controller_id != server.config.broker_id:
+            return False
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+
+
+async def forward_to_controller(server: KafkaServer, header: RequestHeader, req: Any) -> Any | None:
+    """Send a controller request on to the active controller (as Kafka's forwarding does);
+    None if no controller is known. Returns the controller's response entity."""
+    endpoint = server._broker_endpoint(server.cache.controller_id)
+    if endpoint is None or server.cache.controller_id == server.config.broker_id:
+        return None
+    conn = BrokerConnection(*endpoint, client_id=f"broker-{server.config.broker_id}-forward")
+    await conn.connect()
+    try:
+        return await conn.request(header.api_key, header.api_version, req)
+    finally:
+        await conn.close()
+
+
 async def handle_controlled_shutdown(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     controller = server.controller
-    if controller is None or not controller.is_active:
+    if not await _controller_here(server):
         return {"error_code": ErrorCode.not_controller, "remaining_partitions": []}
     try:
         remaining = await asyncio.wrap_future(
@@ -27,4 +57,40 @@ async def handle_controlled_shutdown(server: KafkaServer, header: RequestHeader,
     return {
         "error_code": ErrorCode.none,
         "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining],
+    }
+
+
+async def handle_elect_leaders(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    controller = server.controller
+    if controller is None or not controller.is_active:
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.not_controller,
+            "replica_election_results": [],
+        }
+    wanted = None
+    if req.topic_partitions is not None:
+        wanted = [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    election_type = getattr(req, "election_type", 0)
+    try:
+        results = await asyncio.wrap_future(
+            controller.submit("elect_leaders", election_type, wanted)
+        )
+    except NotControllerError:
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.not_controller,
+            "replica_election_results": [],
+        }
+    by_topic: dict[str, list] = {}
+    for (topic, partition), (code, message) in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            {"partition_id": partition, "error_code": code, "error_message": message}
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "replica_election_results": [
+            {"topic": t, "partition_result": r} for t, r in by_topic.items()
+        ],
     }
