@@ -25,7 +25,6 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..protocol.errors import ErrorCode
 from ..zk.client import KafkaZkClient
-from . import election
 from ..zk.znodes import (
     BrokerIdsZNode,
     ControllerZNode,
@@ -36,6 +35,7 @@ from ..zk.znodes import (
     TopicsZNode,
     TopicZNode,
 )
+from . import election
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import is_dataclass
 from collections.abc import Awaitable, Callable
+from dataclasses import is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import ErrorCode

@@ -20,6 +20,7 @@ A tombstone (null value) deletes an offset or a group.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -49,6 +50,7 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``."""
     h = java_string_hash(group_id)
