@@ -36,6 +36,7 @@ from ..zk.znodes import (
     TopicZNode,
 )
 from . import election
+from .reassignment import REASSIGN_PATH, Reassigner
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class Controller:
         self._watching = False
         self._stopped = False
         self._topic_watches: set[str] = set()
+        self.reassigner = Reassigner(self)
 
     @property
     def is_active(self) -> bool:
@@ -240,6 +242,37 @@ class Controller:
             )
             self._on_elect_leaders(election.PREFERRED, moves)
 
+    def _on_reassign(self, requests) -> dict:
+        if self.epoch is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        results = self.reassigner.submit(requests)
+        self._on_reassign_tick()
+        return results
+
+    def _on_list_reassignments(self) -> dict:
+        if self.epoch is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        return self.reassigner.listing()
+
+    def _on_reassign_znode(self) -> None:
+        if self.epoch is not None:
+            self.reassigner.from_znode()
+            self._on_reassign_tick()
+
+    def _on_reassign_tick(self) -> None:
+        if self.epoch is None or not self.reassigner.pending:
+            return
+        self.reassigner.tick()
+        if self.reassigner.pending:
+            timer = threading.Timer(0.25, self._events.put, args=(("reassign_tick",),))
+            timer.daemon = True
+            timer.start()
+
+    def _reassign_watch(self, data, _stat) -> bool:
+        if data is not None:
+            self._events.put(("reassign_znode",))
+        return True
+
     def _on_resign(self) -> None:
         if self.epoch is not None:
             log.info("broker %d resigns as controller (ZooKeeper session lost)", self.broker_id)
@@ -269,9 +302,12 @@ class Controller:
                 self.client, BrokerIdsZNode.path, lambda c: self._events.put(("brokers", c))
             )
             DataWatch(self.client, PreferredReplicaElectionZNode.path, self._preferred_watch)
-        else:
+            DataWatch(self.client, REASSIGN_PATH, self._reassign_watch)
+        else:  # elected again: the watches exist, so catch up by hand
             self._on_topics(self.zk.get_all_topics())
             self._on_brokers(self.client.get_children(BrokerIdsZNode.path))
+        self.reassigner.resume()
+        self._events.put(("reassign_tick",))
 
     def _on_topics(self, topics: list[str]) -> None:
         if self.epoch is None:

@@ -86,8 +86,9 @@ class ReplicaManager:
         key = (topic, index)
         part = self.partitions.get(key)
         if self.broker_id not in state.replicas:
-            if part is not None:
-                self.stop_replica(topic, index, delete=False)
+            if part is not None:  # reassigned away from this broker: its copy goes
+                log.info("%s-%d: no longer a replica here; deleting the local log", topic, index)
+                self.stop_replica(topic, index, delete=True)
             return
         if part is None:
             part = Partition(topic, index, self.broker_id)

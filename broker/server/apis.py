@@ -61,6 +61,8 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     42: ("DeleteGroups", 0, 2),
     43: ("ElectLeaders", 0, 2),
     44: ("IncrementalAlterConfigs", 0, 1),
+    45: ("AlterPartitionReassignments", 0, 0),
+    46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
     60: ("DescribeCluster", 0, 1),
 }
@@ -109,6 +111,8 @@ def _registry() -> dict[int, HandlerFn]:
         42: group.handle_delete_groups,
         43: controller_ops.handle_elect_leaders,
         44: configs.handle_incremental_alter_configs,
+        45: controller_ops.handle_alter_partition_reassignments,
+        46: controller_ops.handle_list_partition_reassignments,
         47: offsets_commit.handle_offset_delete,
         60: metadata.handle_describe_cluster,
     }

@@ -165,7 +165,13 @@ class ClusterSync:
             meta = TopicMeta(topic, topic_id, dict(partitions))
             self.cache.topics[topic] = meta
         else:
+            changed = [p for p, r in partitions.items() if meta.replicas.get(p) != r]
             meta.replicas = dict(partitions)
+            for partition in changed:  # a reassignment: replicas join or leave
+                state = meta.states.get(partition)
+                if state is not None:
+                    state.replicas = list(partitions[partition])
+                    self._apply(topic, partition, state)
         self._notify()
 
     def _topic_gone(self, topic: str) -> None:
@@ -190,8 +196,11 @@ class ClusterSync:
             zk_version=zk_state.zk_version,
         )
         meta.states[partition] = state
+        self._apply(topic, partition, state)
+        self._notify()
+
+    def _apply(self, topic: str, partition: int, state: PartitionState) -> None:
         try:
-            self.replicas.apply_state(topic, partition, state)
+            self.replicas.apply_state(topic, partition, PartitionState(**vars(state)))
         except Exception:
             log.exception("could not apply the state of %s-%d", topic, partition)
-        self._notify()

@@ -94,3 +94,84 @@ async def handle_elect_leaders(server: KafkaServer, header: RequestHeader, req: 
             {"topic": t, "partition_result": r} for t, r in by_topic.items()
         ],
     }
+
+
+async def _controller_call(server: KafkaServer, header: RequestHeader, req: Any, name: str, *args):
+    """(result, forwarded response, error code): run on our controller or forward."""
+    if not await _controller_here(server):
+        forwarded = await forward_to_controller(server, header, req)
+        return None, forwarded, ErrorCode.not_controller
+    try:
+        return (
+            await asyncio.wrap_future(server.controller.submit(name, *args)),
+            None,
+            ErrorCode.none,
+        )
+    except NotControllerError:
+        return None, None, ErrorCode.not_controller
+
+
+async def handle_alter_partition_reassignments(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> Any:
+    requests = {
+        (t.name, p.partition_index): (list(p.replicas) if p.replicas is not None else None)
+        for t in req.topics
+        for p in t.partitions
+    }
+    results, forwarded, code = await _controller_call(server, header, req, "reassign", requests)
+    if forwarded is not None:
+        return forwarded
+    if results is None:
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "error_message": "not the controller",
+            "responses": [],
+        }
+    by_topic: dict[str, list] = {}
+    for (topic, partition), (err, message) in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "error_code": err, "error_message": message}
+        )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+
+
+async def handle_list_partition_reassignments(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> Any:
+    listing, forwarded, code = await _controller_call(server, header, req, "list_reassignments")
+    if forwarded is not None:
+        return forwarded
+    if listing is None:
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "error_message": "not the controller",
+            "topics": [],
+        }
+    wanted = None
+    if req.topics is not None:
+        wanted = {(t.name, p) for t in req.topics for p in t.partition_indexes}
+    by_topic: dict[str, list] = {}
+    for (topic, partition), (replicas, adding, removing) in sorted(listing.items()):
+        if wanted is None or (topic, partition) in wanted:
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "replicas": replicas,
+                    "adding_replicas": adding,
+                    "removing_replicas": removing,
+                }
+            )
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }

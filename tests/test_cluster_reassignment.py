@@ -1,0 +1,150 @@
+"""Partition reassignment while producing: AlterPartitionReassignments and
+/admin/reassign_partitions, nothing lost, removed replicas delete their copies, and
+bad requests refused with nothing changed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+
+from tests.test_cluster_replication import FAST, _read_all, _state, _wait
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.cluster
+
+
+def _assignment(cluster, topic):
+    data, _ = cluster.zk_client().get(f"/brokers/topics/{topic}")
+    return json.loads(data)
+
+
+def _controller(cluster):
+    data, _ = cluster.zk_client().get("/controller")
+    return cluster.broker(json.loads(data)["brokerid"])
+
+
+def _reassign(w, topic, partition, replicas):
+    resp = w.request(
+        45,
+        0,
+        {
+            "timeout": 30000,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "replicas": replicas}],
+                }
+            ],
+        },
+    )
+    return resp.error_code, resp.responses[0].partitions[0] if resp.responses else None
+
+
+def test_reassignment_while_producing(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = f"move-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1]])])[
+        topic
+    ].result(30)
+    stop = threading.Event()
+    acked: list[bytes] = []
+
+    def produce():
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+            }
+        )
+        i = 0
+        while not stop.is_set():
+            try:
+                producer.produce(
+                    topic,
+                    value=b"%08d" % i,
+                    partition=0,
+                    on_delivery=lambda e, m: e is None and acked.append(m.value()),
+                )
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(0.002 if i % 20 == 0 else 0)
+        producer.flush(60)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(1.0)
+    w = WireClient("127.0.0.1", _controller(cluster).port)
+    code, part = _reassign(w, topic, 0, [2, 3])
+    assert code == ErrorCode.none and part.error_code == ErrorCode.none
+    listing = w.request(46, 0, {"timeout": 30000, "topics": None})
+    assert listing.error_code == ErrorCode.none
+    _wait(
+        lambda: _assignment(cluster, topic)["partitions"]["0"] == [2, 3],
+        timeout=60,
+        what="reassignment to finish",
+    )
+    time.sleep(0.5)
+    stop.set()
+    t.join(90)
+    state = _state(cluster, topic, 0)
+    assert state["leader"] in (2, 3) and sorted(state["isr"]) == [2, 3]
+    assert (
+        _assignment(cluster, topic)["adding_replicas"] == {}
+        and _assignment(cluster, topic)["removing_replicas"] == {}
+    )
+    assert w.request(46, 0, {"timeout": 30000, "topics": None}).topics == ()
+    w.close()
+    _wait(
+        lambda: not (Path(cluster.broker(1).log_dir) / f"{topic}-0").exists(),
+        what="broker 1 to drop its copy",
+    )
+    low, high, values = _read_all(",".join(cluster.broker(b).address for b in (2, 3)), topic, 1)[0]
+    stored = [v for _, v in values]
+    assert len(stored) == len(set(stored)) and not set(acked) - set(stored)
+    assert len(acked) > 100
+
+
+def test_reassignment_by_znode_and_bad_requests(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = f"znode-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[
+        topic
+    ].result(30)
+    w = WireClient("127.0.0.1", _controller(cluster).port)
+    before = _assignment(cluster, topic)
+    code, part = _reassign(w, topic, 0, [2, 9])
+    assert part.error_code == ErrorCode.invalid_replica_assignment and "9" in part.error_message
+    code, part = _reassign(w, topic, 0, [2, 2])
+    assert part.error_code == ErrorCode.invalid_replica_assignment
+    code, part = _reassign(w, topic, 0, None)
+    assert part.error_code == ErrorCode.no_reassignment_in_progress
+    assert _assignment(cluster, topic) == before
+    w.close()
+    cluster.zk_client().create(
+        "/admin/reassign_partitions",
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]}]}
+        ).encode(),
+    )
+    _wait(
+        lambda: _assignment(cluster, topic)["partitions"]["0"] == [3, 2],
+        timeout=60,
+        what="znode reassignment",
+    )
+    _wait(
+        lambda: cluster.zk_client().exists("/admin/reassign_partitions") is None,
+        what="request znode removed",
+    )
