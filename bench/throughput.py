@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.localstack import local_cluster  # noqa: E402
 from broker.cli import consumer_perf, producer_perf  # noqa: E402
 
 MB = 1024 * 1024
@@ -83,43 +84,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def local_cluster(event_loop: str | None):
-    """ZooKeeper and one broker in a temp dir, built as quill-stack builds them."""
-    from kazoo.client import KazooClient
-
-    from quill_stack import ports, services
-    from quill_stack.process import ManagedProcess
-    from quill_stack.state import owner_env
-
-    state = Path(tempfile.mkdtemp(prefix="quill-bench-"))
-    started: list = []
-    try:
-        zk_port = ports.free_port()
-        zk = ManagedProcess(services.zookeeper_spec(state, zk_port), owner_env(state))
-        started.append(zk)
-        zk.start()
-        zk.wait_healthy()
-        client = KazooClient(hosts=f"127.0.0.1:{zk_port}", timeout=10)
-        client.start(timeout=10)
-        client.ensure_path("/quill-bench")
-        client.stop()
-        client.close()
-        port = ports.free_port()
-        spec = services.broker_spec(state, 1, port, f"127.0.0.1:{zk_port}/quill-bench", 1)
-        if event_loop:
-            spec.env["QUILL_EVENT_LOOP"] = event_loop
-        broker = ManagedProcess(spec, owner_env(state))
-        started.append(broker)
-        broker.start()
-        broker.wait_healthy()
-        yield f"127.0.0.1:{port}"
-    finally:
-        for proc in reversed(started):
-            proc.stop()
-        shutil.rmtree(state, ignore_errors=True)
-
-
-@contextlib.contextmanager
 def local_redis():
     from quill_stack import ports, services
     from quill_stack.process import ManagedProcess
@@ -140,11 +104,13 @@ def local_redis():
 # --------------------------------------------------------------------------- Kafka runs
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1, config=None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=60)
+    admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])[name].result(
+        timeout=60
+    )
     deadline = time.time() + 30  # wait until every partition has a leader
     while time.time() < deadline:
         meta = admin.list_topics(name, timeout=10).topics.get(name)
@@ -430,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap_server:
         kafka_runs(args.bootstrap_server, args, "quill", results)
     else:
-        with local_cluster(args.event_loop) as bootstrap:
+        with local_cluster(1, event_loop=args.event_loop) as cluster:
+            bootstrap = cluster.bootstrap
             loop = args.event_loop or os.environ.get("QUILL_EVENT_LOOP", "asyncio")
             kafka_runs(bootstrap, args, f"quill ({loop})", results)
     if "redis" not in args.skip:

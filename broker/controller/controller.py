@@ -134,30 +134,31 @@ class Controller:
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         live = self._live_brokers()
-        remaining = []
-        for topic in self.zk.get_all_topics():
-            assignment = self.zk.get_topic_assignment(topic)
-            if assignment is None:
+        hosted = [
+            (topic, partition)
+            for topic in self.zk.get_all_topics()
+            for partition, replicas in (
+                self.zk.get_topic_assignment(topic) or TopicAssignment({})
+            ).partitions.items()
+            if broker_id in replicas
+        ]
+        updates = {}
+        for key, state in self.zk.get_partition_states(hosted).items():
+            if broker_id not in (state.leader, *state.isr):
                 continue
-            for partition, replicas in assignment.partitions.items():
-                if broker_id not in replicas:
-                    continue
-                state = self.zk.get_partition_state(topic, partition)
-                if state is None or broker_id not in (state.leader, *state.isr):
-                    continue
-                others = [b for b in state.isr if b != broker_id and b in live]
-                if not others:
-                    continue  # no live in-sync replica to take over: nothing to wait for
-                moved = state.leader == broker_id
-                new = LeaderAndIsr(
-                    leader=others[0] if moved else state.leader,
-                    leader_epoch=state.leader_epoch + (1 if moved else 0),
-                    isr=others if moved else [b for b in state.isr if b != broker_id],
-                    controller_epoch=self.epoch,
-                    zk_version=state.zk_version,
-                )
-                if self.zk.update_partition_state(topic, partition, new) is None:
-                    remaining.append((topic, partition))
+            others = [b for b in state.isr if b != broker_id and b in live]
+            if not others:
+                continue  # no live in-sync replica to take over: nothing to wait for
+            moved = state.leader == broker_id
+            updates[key] = LeaderAndIsr(
+                leader=others[0] if moved else state.leader,
+                leader_epoch=state.leader_epoch + (1 if moved else 0),
+                isr=others if moved else [b for b in state.isr if b != broker_id],
+                controller_epoch=self.epoch,
+                zk_version=state.zk_version,
+            )
+        written = self.zk.update_partition_states(updates)
+        remaining = sorted(key for key, version in written.items() if version is None)
         log.info(
             "controlled shutdown of broker %d: %d partition(s) could not move yet",
             broker_id,

@@ -261,6 +261,45 @@ class KafkaZkClient:
             except NodeExistsError:
                 log.debug("%s already exists", path)
 
+    def get_partition_states(
+        self, items: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], LeaderAndIsr]:
+        """Many state znodes at once, pipelined; missing ones are left out."""
+        pending = [
+            (key, self.zk.get_async(TopicPartitionStateZNode.path(*key))) for key in items
+        ]
+        states = {}
+        for key, result in pending:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                continue
+            states[key] = TopicPartitionStateZNode.decode(data, stat.version)
+        return states
+
+    def update_partition_states(
+        self, states: dict[tuple[str, int], LeaderAndIsr]
+    ) -> dict[tuple[str, int], int | None]:
+        """Conditional writes, pipelined: new version per partition, None where lost."""
+        pending = [
+            (
+                key,
+                self.zk.set_async(
+                    TopicPartitionStateZNode.path(*key),
+                    TopicPartitionStateZNode.encode(state),
+                    state.zk_version,
+                ),
+            )
+            for key, state in states.items()
+        ]
+        out = {}
+        for key, result in pending:
+            try:
+                out[key] = result.get().version
+            except (BadVersionError, NoNodeError):
+                out[key] = None
+        return out
+
     def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr) -> int | None:
         """Conditional write on ``state.zk_version``; returns the new version or None."""
         try:

@@ -1,0 +1,65 @@
+"""ZooKeeper and brokers in a temp dir for benchmarks, built as quill-stack builds them."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@dataclass
+class LocalCluster:
+    bootstrap: str
+    zk_connect: str
+    brokers: dict[int, object] = field(default_factory=dict)  # id -> ManagedProcess
+    ports: dict[int, int] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def local_cluster(n_brokers: int = 1, overrides: dict | None = None, event_loop: str | None = None):
+    from kazoo.client import KazooClient
+
+    from quill_stack import ports, services
+    from quill_stack.process import ManagedProcess
+    from quill_stack.state import owner_env
+
+    state = Path(tempfile.mkdtemp(prefix="quill-bench-"))
+    started: list = []
+    try:
+        zk_port = ports.free_port()
+        zk = ManagedProcess(services.zookeeper_spec(state, zk_port), owner_env(state))
+        started.append(zk)
+        zk.start()
+        zk.wait_healthy()
+        client = KazooClient(hosts=f"127.0.0.1:{zk_port}", timeout=10)
+        client.start(timeout=10)
+        client.ensure_path("/quill-bench")
+        client.stop()
+        client.close()
+        zk_connect = f"127.0.0.1:{zk_port}/quill-bench"
+        cluster = LocalCluster("", zk_connect)
+        for broker_id, port in enumerate(ports.free_ports(n_brokers), start=1):
+            spec = services.broker_spec(
+                state, broker_id, port, zk_connect, n_brokers, overrides=overrides or {}
+            )
+            if event_loop:
+                spec.env["QUILL_EVENT_LOOP"] = event_loop
+            proc = ManagedProcess(spec, owner_env(state))
+            started.append(proc)
+            proc.start()
+            cluster.brokers[broker_id] = proc
+            cluster.ports[broker_id] = port
+        for proc in cluster.brokers.values():
+            proc.wait_healthy()
+        cluster.bootstrap = ",".join(f"127.0.0.1:{p}" for p in cluster.ports.values())
+        yield cluster
+    finally:
+        for proc in reversed(started):
+            proc.stop()
+        shutil.rmtree(state, ignore_errors=True)
