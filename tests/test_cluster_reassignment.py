@@ -148,3 +148,90 @@ def test_reassignment_by_znode_and_bad_requests(cluster_factory):
         lambda: cluster.zk_client().exists("/admin/reassign_partitions") is None,
         what="request znode removed",
     )
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.log")) if path.exists() else 0
+
+
+def test_reassignment_throttle_holds_the_rate(cluster_factory):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    cluster = cluster_factory(3, **FAST, **{"replica.fetch.max.bytes": "32768"})
+    topic = f"throttle-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1]])])[
+        topic
+    ].result(30)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "compression.type": "none"}
+    )
+    import os
+
+    for _ in range(3000):
+        producer.produce(topic, value=os.urandom(1000), partition=0)
+    assert producer.flush(30) == 0
+    source = Path(cluster.broker(1).log_dir) / f"{topic}-0"
+    total = _dir_bytes(source)
+    rate = 300_000
+    resources = [
+        ConfigResource(
+            ConfigResource.Type.BROKER,
+            str(b),
+            incremental_configs=[
+                ConfigEntry(key, str(rate), incremental_operation=AlterConfigOpType.SET)
+                for key in (
+                    "leader.replication.throttled.rate",
+                    "follower.replication.throttled.rate",
+                )
+            ],
+        )
+        for b in (1, 2)
+    ] + [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(
+                    "leader.replication.throttled.replicas",
+                    "0:1",
+                    incremental_operation=AlterConfigOpType.SET,
+                ),
+                ConfigEntry(
+                    "follower.replication.throttled.replicas",
+                    "0:2",
+                    incremental_operation=AlterConfigOpType.SET,
+                ),
+            ],
+        )
+    ]
+    for resource in resources:  # librdkafka sends one broker resource per call
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    time.sleep(1.0)  # the brokers' config watches fire
+    w = WireClient("127.0.0.1", _controller(cluster).port)
+    started = time.monotonic()
+    assert _reassign(w, topic, 0, [1, 2])[1].error_code == ErrorCode.none
+    w.close()
+    target = Path(cluster.broker(2).log_dir) / f"{topic}-0"
+    _wait(lambda: _dir_bytes(target) >= total, timeout=120, what="the new replica to catch up")
+    seconds = time.monotonic() - started
+    measured = total / seconds
+    print(
+        f"follower catch-up: {total:,} B in {seconds:.1f} s = {measured:,.0f} B/s (throttle {rate:,} B/s)"
+    )
+    assert 0.8 * rate <= measured <= 1.2 * rate, (
+        f"{measured:,.0f} B/s against a throttle of {rate:,} B/s"
+    )
+    res = ConfigResource(ConfigResource.Type.BROKER, "2")
+    described = admin.describe_configs([res])[res].result(30)
+    assert described["follower.replication.throttled.rate"].value == str(rate)
+    bad = ConfigResource(
+        ConfigResource.Type.BROKER,
+        "2",
+        incremental_configs=[
+            ConfigEntry("log.retention.ms", "5", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(Exception) as info:
+        admin.incremental_alter_configs([bad])[bad].result(30)
+    assert info.value.args[0].name() == "INVALID_CONFIG"

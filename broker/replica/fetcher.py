@@ -145,6 +145,9 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> bool:
         """One Fetch round trip. True if it moved any data."""
         ready = {k: s for k, s in self.partitions.items() if not s.needs_truncation}
+        quota = self.manager.quota
+        if quota is not None and quota.exceeded():
+            ready = {k: s for k, s in ready.items() if not self.manager.is_throttled(*k)}
         if not ready:
             return False
         cfg = self.manager.config
@@ -211,6 +214,10 @@ class ReplicaFetcher:
             try:
                 log_.append_as_follower(p.records)
                 moved = True
+                if self.manager.quota is not None and self.manager.is_throttled(
+                    part.topic, part.index
+                ):
+                    self.manager.quota.record(len(p.records))
             except KafkaError as exc:
                 log.error("%s-%d: follower append failed: %s", part.topic, part.index, exc.message)
                 st.needs_truncation = True
@@ -233,6 +240,8 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.owner: dict[TopicPartition, int] = {}
         self.closed = False  # set at shutdown: a stopping broker follows nobody
+        self.quota = None  # follower.replication.throttled.rate, set by the ReplicaManager
+        self.is_throttled: Callable[[str, int], bool] = lambda _t, _p: False
 
     def add_partition(self, key: TopicPartition, part: Partition, leader_id: int) -> None:
         self.remove_partition(key)

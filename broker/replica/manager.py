@@ -18,6 +18,7 @@ from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionState
+from .throttle import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
 ZSTD = 4
@@ -58,6 +59,10 @@ class ReplicaManager:
         self.fetchers = fetchers
         self.isr_writer = isr_writer
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
+        fetchers.quota = self.follower_quota
+        fetchers.is_throttled = self.follower_throttled
         self._leadership_listeners: list[Callable[[str, int, bool, int | None], None]] = []
 
     # -- leadership listeners (the group coordinator) ---------------------------------
@@ -245,7 +250,14 @@ class ReplicaManager:
                 )
             if part.update_follower(replica_id, offset):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
+            throttled = replica_id not in part.isr and is_throttled(
+                log_.config.leader_replication_throttled_replicas, index, self.broker_id
+            )
+            if throttled and self.leader_quota.exceeded():
+                max_bytes = 0  # over leader.replication.throttled.rate: send nothing this time
             region = log_.read(offset, max_bytes) if max_bytes > 0 else None
+            if throttled and region is not None:
+                self.leader_quota.record(region.size)
         except KafkaError as exc:
             return FetchResult(exc.code)
         return FetchResult(
@@ -254,6 +266,14 @@ class ReplicaManager:
             log_start_offset=log_.log_start_offset,
             region=region,
             size=region.size if region is not None else 0,
+        )
+
+    def follower_throttled(self, topic: str, index: int) -> bool:
+        part = self.partitions.get((topic, index))
+        if part is None or part.log is None or self.broker_id in part.isr:
+            return False
+        return is_throttled(
+            part.log.config.follower_replication_throttled_replicas, index, self.broker_id
         )
 
     def _propose_isr(self, part: Partition, new_isr: list[int], why: str) -> None:

@@ -43,7 +43,9 @@ class ClusterSync:
         replicas: ReplicaManager,
         loop: asyncio.AbstractEventLoop,
         on_topic_config: Callable[[str, dict[str, str]], None],
+        on_broker_config: Callable[[str, dict[str, str]], None] | None = None,
     ) -> None:
+        self.on_broker_config = on_broker_config
         self.zk = zk
         self.client = zk.zk
         self.cache = cache
@@ -56,6 +58,13 @@ class ClusterSync:
         self.changed = asyncio.Event()
 
     def start(self) -> None:
+        if self.on_broker_config is not None:
+            for entity in (str(self.cache.broker_id), "<default>"):
+                DataWatch(
+                    self.client,
+                    ConfigEntityZNode.path("brokers", entity),
+                    self._broker_config_watch(entity),
+                )
         ChildrenWatch(self.client, BrokerIdsZNode.path, self._brokers_changed)
         DataWatch(self.client, ControllerZNode.path, self._controller_changed)
         ChildrenWatch(self.client, TopicsZNode.path, self._topics_changed)
@@ -128,6 +137,13 @@ class ClusterSync:
                 return True
             decoded = TopicPartitionStateZNode.decode(data, stat.version)
             self._post(self._state_seen, topic, partition, decoded)
+            return True
+
+        return on_change
+
+    def _broker_config_watch(self, entity: str):
+        def on_change(data, _stat):
+            self._post(self.on_broker_config, entity, ConfigEntityZNode.decode(data))
             return True
 
         return on_change

@@ -23,6 +23,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
+from ..replica.throttle import UNTHROTTLED
 from ..zk.client import KafkaZkClient
 from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import KafkaApis
@@ -39,6 +40,7 @@ class KafkaServer:
         self.config = config
         self.default_log_config = LogConfig.from_broker_props(config.raw)
         self.topic_overrides: dict[str, dict[str, str]] = {}
+        self.broker_dynamic: dict[str, dict[str, str]] = {}
         self.cache = MetadataCache(config.broker_id)
         self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
         self.logs: LogManager | None = None
@@ -101,6 +103,27 @@ class KafkaServer:
         await asyncio.to_thread(self.zk.notify_isr_change, [(part.topic, part.index)])
         return True
 
+    # -- dynamic broker configs (replication throttles) -------------------------------------
+    def on_broker_config(self, entity: str, config: dict[str, str]) -> None:
+        self.broker_dynamic[entity] = config
+        for key, quota in (
+            ("leader.replication.throttled.rate", self.replicas.leader_quota),
+            ("follower.replication.throttled.rate", self.replicas.follower_quota),
+        ):
+            value, _source = self.dynamic_broker_config(key)
+            quota.rate = int(value) if value is not None else UNTHROTTLED
+        log.info("dynamic broker config now %s", self.broker_dynamic)
+
+    def dynamic_broker_config(self, key: str) -> tuple[str | None, int]:
+        """(value, DescribeConfigs source): this broker's, else the cluster default."""
+        mine = self.broker_dynamic.get(str(self.config.broker_id), {})
+        if key in mine:
+            return mine[key], 2  # DYNAMIC_BROKER_CONFIG
+        default = self.broker_dynamic.get("<default>", {})
+        if key in default:
+            return default[key], 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+        return None, 5
+
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
@@ -132,7 +155,7 @@ class KafkaServer:
             log.info("listening on %s://%s:%d", name, host, bound)
         loop = asyncio.get_running_loop()
         self.cluster_sync = ClusterSync(
-            self.zk, self.cache, self.replicas, loop, self.on_topic_config
+            self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
         await asyncio.to_thread(self.cluster_sync.start)
         self.controller = Controller(

@@ -54,6 +54,22 @@ def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> li
             f"Unexpected broker id, expected {server.config.broker_id} but received {name}",
         )
     rows = []
+    for key in DYNAMIC_BROKER_KEYS:
+        if keys is not None and key not in keys:
+            continue
+        value, source = server.dynamic_broker_config(key)
+        rows.append(
+            {
+                "name": key,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": [{"name": key, "value": value, "source": source}] if synonyms else [],
+                "config_type": 5,
+                "documentation": "Replication throttle, bytes/s",
+            }
+        )
     for key, spec in sorted(BROKER_KEYS.items()):
         if keys is not None and key not in keys:
             continue
@@ -116,11 +132,43 @@ async def _alter_topic(
         await asyncio.to_thread(server.zk.set_entity_config, "topics", name, new)
 
 
-def _broker_refused(name: str) -> KafkaError:
-    return KafkaError(
-        ErrorCode.invalid_request,
-        "Dynamic broker configs are not supported yet; change server.properties and restart",
-    )
+DYNAMIC_BROKER_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def _broker_entity(server: KafkaServer, name: str) -> str:
+    if name in ("", None):
+        return "<default>"
+    if name != str(server.config.broker_id) and not name.isdigit():
+        raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {name!r}")
+    return name
+
+
+def _check_dynamic(new: dict[str, str]) -> None:
+    for key, value in new.items():
+        if key not in DYNAMIC_BROKER_KEYS:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                f"Cannot update these configs dynamically: [{key}] "
+                f"(dynamic broker configs here: {', '.join(DYNAMIC_BROKER_KEYS)})",
+            )
+        try:
+            ok = int(value) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration {key}: must be a number of bytes/s >= 0",
+            )
+
+
+async def _alter_broker(
+    server: KafkaServer, name: str, new: dict[str, str], validate_only: bool
+) -> None:
+    entity = _broker_entity(server, name)
+    _check_dynamic(new)
+    if not validate_only:
+        await asyncio.to_thread(server.zk.set_entity_config, "brokers", entity, new)
 
 
 async def handle_alter_configs(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
@@ -128,10 +176,15 @@ async def handle_alter_configs(server: KafkaServer, header: RequestHeader, req: 
     for r in req.resources:
         entry = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
-            if r.resource_type != TOPIC:
-                raise _broker_refused(r.resource_name)
             new = {c.name: c.value for c in r.configs if c.value is not None}
-            await _alter_topic(server, r.resource_name, new, req.validate_only)
+            if r.resource_type == BROKER:
+                await _alter_broker(server, r.resource_name, new, req.validate_only)
+            elif r.resource_type == TOPIC:
+                await _alter_topic(server, r.resource_name, new, req.validate_only)
+            else:
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
+                )
             entry.update(error_code=ErrorCode.none, error_message=None)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
@@ -172,14 +225,22 @@ async def handle_incremental_alter_configs(
     for r in req.resources:
         entry = {"resource_type": r.resource_type, "resource_name": r.resource_name}
         try:
-            if r.resource_type != TOPIC:
-                raise _broker_refused(r.resource_name)
             names = [c.name for c in r.configs]
             if len(names) != len(set(names)):
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate config keys in one resource")
-            current = server.topic_overrides.get(r.resource_name, {})
-            new = _apply_ops(current, r.configs, server.topic_log_config(r.resource_name))
-            await _alter_topic(server, r.resource_name, new, req.validate_only)
+            if r.resource_type == BROKER:
+                entity = _broker_entity(server, r.resource_name)
+                current = await asyncio.to_thread(server.zk.get_entity_config, "brokers", entity)
+                new = _apply_ops(current, r.configs, server.default_log_config)
+                await _alter_broker(server, r.resource_name, new, req.validate_only)
+            elif r.resource_type == TOPIC:
+                current = server.topic_overrides.get(r.resource_name, {})
+                new = _apply_ops(current, r.configs, server.topic_log_config(r.resource_name))
+                await _alter_topic(server, r.resource_name, new, req.validate_only)
+            else:
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
+                )
             entry.update(error_code=ErrorCode.none, error_message=None)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
