@@ -25,14 +25,20 @@ def _create(bootstrap, name, partitions=1, config=None):
 
 
 def _read_values(bootstrap, topic, partition=0, timeout=30.0):
+    # earliest: retention may move the log start between the watermark query and the fetch
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "x", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "x",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
     )
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
     consumer.assign([TopicPartition(topic, partition, low)])
     values = []
     deadline = time.time() + timeout
-    while low + len(values) < high and time.time() < deadline:
+    while high > low and (not values or values[-1][0] < high - 1) and time.time() < deadline:
         for msg in consumer.consume(1000, timeout=1.0):
             assert not msg.error(), msg.error()
             values.append((msg.offset(), msg.value()))
@@ -142,5 +148,6 @@ def test_retention_by_bytes_moves_log_start(cluster_factory):
     assert high == 200
     assert low > 0, "retention.bytes never deleted a segment"
     assert len(_segment_files(cluster.brokers[0], topic, "log")) >= 1
-    low2, high2, values = _read_values(cluster.bootstrap, topic)
-    assert high2 == 200 and [o for o, _ in values] == list(range(low2, 200))
+    _low2, high2, values = _read_values(cluster.bootstrap, topic)
+    first = values[0][0]
+    assert high2 == 200 and first >= low and [o for o, _ in values] == list(range(first, 200))

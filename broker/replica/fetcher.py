@@ -266,14 +266,15 @@ class ReplicaFetcherManager:
                 del self.fetchers[leader_id]
 
     async def shutdown(self) -> None:
+        """Stop every fetcher. Their partition sets are emptied first, so a fetcher whose
+        cancellation is swallowed (asyncio.wait_for can do that) still ends its loop."""
         self.closed = True
         self.owner.clear()
+        tasks = []
         for fetcher in self.fetchers.values():
+            fetcher.partitions.clear()
             fetcher.task.cancel()
-        for fetcher in self.fetchers.values():
-            try:
-                await fetcher.task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            tasks.append(fetcher.task)
         self.fetchers.clear()
-        self.owner.clear()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)

@@ -33,9 +33,16 @@ async def _controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
 async def forward_to_controller(server: KafkaServer, header: RequestHeader, req: Any) -> Any | None:
     """Send a controller request on to the active controller (as Kafka's forwarding does);
     None if no controller is known. Returns the controller's response entity."""
-    endpoint = server._broker_endpoint(server.cache.controller_id)
-    if endpoint is None or server.cache.controller_id == server.config.broker_id:
-        return None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5.0
+    while True:  # a broker that just started, or a controller moving: wait for one
+        controller_id = server.cache.controller_id
+        endpoint = server._broker_endpoint(controller_id)
+        if endpoint is not None and controller_id != server.config.broker_id:
+            break
+        if loop.time() > deadline:
+            return None
+        await asyncio.sleep(0.05)
     conn = BrokerConnection(*endpoint, client_id=f"broker-{server.config.broker_id}-forward")
     await conn.connect()
     try:
