@@ -133,7 +133,7 @@ def test_retention_by_bytes_moves_log_start(cluster_factory):
     topic = f"retain-{uuid.uuid4().hex[:6]}"
     _create(cluster.bootstrap, topic, config={"segment.bytes": "2000", "retention.bytes": "3000"})
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
-    for i in range(200):
+    for _i in range(200):
         producer.produce(topic, value=b"x" * 50, partition=0)
         producer.flush(10)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "x"})
