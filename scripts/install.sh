@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium)
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}

@@ -118,7 +118,8 @@ def test_acks_all_survives_twenty_leader_kills(cluster_factory):
             )
             cluster.broker(leader).kill()
             _wait(
-                lambda old=leader: _state(cluster, topic, 0)["leader"] not in (-1, old), what="a new leader"
+                lambda old=leader: _state(cluster, topic, 0)["leader"] not in (-1, old),
+                what="a new leader",
             )
             cluster.broker(leader).start()
             _wait(lambda: len(_state(cluster, topic, 0)["isr"]) >= 2, what="ISR of two")
@@ -345,3 +346,42 @@ def test_controlled_shutdown_moves_leaderships_first(cluster_factory):
     assert producer.flush(30) == 0
     cluster.broker(victim).start()
     _wait(lambda: all(victim in _state(cluster, topic, p)["isr"] for p in range(6)), what="rejoin")
+
+
+def test_debugging_replica_id_reads_each_replicas_leo(cluster_factory):
+    cluster = cluster_factory(3, **FAST)
+    topic = _name("leo")
+    _create(cluster, topic)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(7):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    state = _state(cluster, topic, 0)
+    follower = next(b for b in (1, 2, 3) if b != state["leader"])
+    w = WireClient("127.0.0.1", cluster.broker(follower).port)
+
+    def list_latest(replica_id):
+        return (
+            w.request(
+                2,
+                7,
+                {
+                    "replica_id": replica_id,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+                            ],
+                        }
+                    ],
+                },
+            )
+            .topics[0]
+            .partitions[0]
+        )
+
+    assert list_latest(-1).error_code == ErrorCode.not_leader_or_follower
+    _wait(lambda: list_latest(-2).offset == 7, what="the follower's LEO")
+    w.close()

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 SUPPORTED: dict[int, tuple[str, int, int]] = {
     0: ("Produce", 3, 9),
     1: ("Fetch", 4, 12),
-    2: ("ListOffsets", 1, 7),
+    2: ("ListOffsets", 0, 7),  # v0 by hand (kio has v1+): Burrow and other sarama tools
     3: ("Metadata", 0, 12),
     7: ("ControlledShutdown", 3, 3),
     8: ("OffsetCommit", 2, 9),
@@ -153,6 +153,10 @@ class KafkaApis:
             if api_key == 18:
                 return _unsupported_api_versions(correlation_id)
             raise ProtocolError(f"{name} v{version} is not supported (we speak v{lo}-v{hi})")
+        if api_key == 2 and version == 0:
+            from .handlers import list_offsets_v0
+
+            return await list_offsets_v0.handle(self.server, frame)
         header, request = parse_request(frame)
         request_context.set_client(conn.peer)
         result = await self.handlers[api_key](self.server, header, request)

@@ -265,9 +265,7 @@ class KafkaZkClient:
         self, items: list[tuple[str, int]]
     ) -> dict[tuple[str, int], LeaderAndIsr]:
         """Many state znodes at once, pipelined; missing ones are left out."""
-        pending = [
-            (key, self.zk.get_async(TopicPartitionStateZNode.path(*key))) for key in items
-        ]
+        pending = [(key, self.zk.get_async(TopicPartitionStateZNode.path(*key))) for key in items]
         states = {}
         for key, result in pending:
             try:

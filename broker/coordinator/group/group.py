@@ -52,7 +52,8 @@ VALID_PREVIOUS = {
 
 @dataclass(frozen=True, slots=True)
 class CommitRecord:
-    """A cached offset and the log offset of the batch that wrote it."""
+    """A cached offset and the log offset of the record that wrote it (Kafka keeps the
+    batch's; commits of concurrent requests may share a batch here)."""
 
     batch_offset: int | None
     offset: OffsetAndMetadata

@@ -62,6 +62,7 @@ class GroupMetadataManager:
         self._jobs: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._queued: dict[int, list[tuple[list, asyncio.Future]]] = {}
 
     def startup(self) -> None:
         self._jobs = asyncio.Queue()
@@ -115,6 +116,32 @@ class GroupMetadataManager:
         return (
             E.request_timed_out if part is not None and part.is_leader else E.not_leader_or_follower
         )
+
+    def _append_soon(self, partition: int, entries: list) -> asyncio.Future:
+        """Queue offset commit records for one append per partition per event-loop turn:
+        the commits of concurrent requests share a batch, and one wait for it to be
+        committed. Resolves to (offset of the first of ``entries``, error)."""
+        fut = asyncio.get_running_loop().create_future()
+        queue = self._queued.get(partition)
+        if queue is None:
+            queue = self._queued[partition] = []
+            asyncio.get_running_loop().call_soon(self._flush_queued, partition)
+        queue.append((entries, fut))
+        return fut
+
+    def _flush_queued(self, partition: int) -> None:
+        queue = self._queued.pop(partition, [])
+        result = self._append(partition, [e for entries, _ in queue for e in entries], -1)
+
+        async def finish() -> None:
+            error = await self._committed(partition, result)
+            offset = result.base_offset
+            for entries, fut in queue:
+                if not fut.done():
+                    fut.set_result((offset, error))
+                offset += len(entries)
+
+        self._spawn(finish())
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -187,12 +214,11 @@ class GroupMetadataManager:
             for (t, p), om in valid.items()
         ]
         group.prepare_offset_commit(valid)
-        result = self._append(partition, entries, -1)
-        error = await self._committed(partition, result)
+        first, error = await self._append_soon(partition, entries)
         if not group.is_(GroupState.DEAD):
-            for tp, om in valid.items():
+            for i, (tp, om) in enumerate(valid.items()):
                 if error == E.none:
-                    group.on_offset_commit_append(tp, CommitRecord(result.base_offset, om))
+                    group.on_offset_commit_append(tp, CommitRecord(first + i, om))
                 else:
                     group.fail_pending_offset_write(tp, om)
         error = _COMMIT_ERRORS.get(error, error)
@@ -384,13 +410,13 @@ def _replay(data: bytes, pos: int, offsets: dict, groups: dict, removed: set) ->
         if not header.is_control and not header.is_transactional:
             for record in rec.decode_records(view[at : at + header.size]):
                 if record.offset >= pos:
-                    _apply(record, header.base_offset, offsets, groups, removed)
+                    _apply(record, offsets, groups, removed)
         pos = max(pos, header.next_offset)
         at += header.size
     return pos
 
 
-def _apply(record, batch_offset: int, offsets: dict, groups: dict, removed: set) -> None:
+def _apply(record, offsets: dict, groups: dict, removed: set) -> None:
     if record.key is None:
         return
     try:
@@ -400,7 +426,7 @@ def _apply(record, batch_offset: int, offsets: dict, groups: dict, removed: set)
                 offsets.pop(tuple(key), None)
             else:
                 value = codec.read_offset_value(record.value)
-                offsets[tuple(key)] = CommitRecord(batch_offset, value)
+                offsets[tuple(key)] = CommitRecord(record.offset, value)
         elif isinstance(key, GroupKey):
             if record.value is None:
                 groups.pop(key.group, None)

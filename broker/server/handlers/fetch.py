@@ -34,7 +34,7 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
                     p.partition,
                     p.fetch_offset,
                     max_bytes,
-                    p.current_leader_epoch,
+                    getattr(p, "current_leader_epoch", -1),  # Fetch v9+
                 )
             else:
                 r = server.replicas.read(
@@ -42,7 +42,7 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
                     p.partition,
                     p.fetch_offset,
                     max_bytes,
-                    current_leader_epoch=p.current_leader_epoch,
+                    current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # Fetch v9+
                     isolation_committed=committed,
                     min_one_message=total == 0,
                 )

@@ -29,37 +29,31 @@ AUTH_OPS_UNKNOWN = -(2**31)
 
 # -- FindCoordinator -----------------------------------------------------------------------
 async def ensure_offsets_topic(server: KafkaServer) -> bool:
-    """Create ``__consumer_offsets`` if it does not exist; True once it has leaders."""
-    meta = server.cache.topics.get(OFFSETS_TOPIC)
-    if meta is not None and len(meta.states) >= len(meta.replicas):
+    """Create ``__consumer_offsets`` if it does not exist yet and wait for its leaders;
+    True once it exists (a partition without a leader is answered per group)."""
+    if OFFSETS_TOPIC in server.cache.topics:
         return True
     async with server.group_coordinator.offsets_topic_lock:
-        if OFFSETS_TOPIC not in server.cache.topics:
-            config = server.group_coordinator.config
-            rf = min(config.replication_factor, max(len(server.cache.brokers), 1))
-            try:
-                await topic_admin.create_topic(
-                    server,
-                    OFFSETS_TOPIC,
-                    config.num_partitions,
-                    rf,
-                    configs=config.offsets_topic_configs(),
-                    timeout_ms=10000,
-                )
-                log.info(
-                    "created %s (%d partitions, RF %d)", OFFSETS_TOPIC, config.num_partitions, rf
-                )
-            except KafkaError as exc:
-                if exc.code != E.topic_already_exists:
-                    log.warning("could not create %s: %s", OFFSETS_TOPIC, exc.message)
-                    return False
-        meta = server.cache.topics.get(OFFSETS_TOPIC)
-        if meta is None or len(meta.states) < len(meta.replicas):
-            await topic_admin.wait_for_leaders(
-                server, OFFSETS_TOPIC, len(meta.replicas) if meta else 1, 10000
+        if OFFSETS_TOPIC in server.cache.topics:
+            return True
+        config = server.group_coordinator.config
+        rf = min(config.replication_factor, max(len(server.cache.brokers), 1))
+        try:
+            await topic_admin.create_topic(
+                server,
+                OFFSETS_TOPIC,
+                config.num_partitions,
+                rf,
+                configs=config.offsets_topic_configs(),
+                timeout_ms=10000,
             )
-            meta = server.cache.topics.get(OFFSETS_TOPIC)
-        return meta is not None and len(meta.states) >= len(meta.replicas)
+            log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC, config.num_partitions, rf)
+        except KafkaError as exc:
+            if exc.code != E.topic_already_exists:
+                log.warning("could not create %s: %s", OFFSETS_TOPIC, exc.message)
+                return False
+            await topic_admin.wait_for_leaders(server, OFFSETS_TOPIC, config.num_partitions, 10000)
+        return OFFSETS_TOPIC in server.cache.topics
 
 
 def _no_coordinator(key: str, code: ErrorCode, message: str) -> dict:

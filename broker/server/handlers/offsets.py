@@ -13,12 +13,22 @@ if TYPE_CHECKING:
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
 
-def _list_offset(server: KafkaServer, topic: str, index: int, p: Any) -> dict:
+DEBUGGING_REPLICA_ID = -2
+
+
+def _list_offset(server: KafkaServer, topic: str, index: int, p: Any, replica_id: int = -1) -> dict:
     part = server.replicas.get_partition(topic, index)
-    log = part.require_leader()
-    part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
     ts = p.timestamp
     epoch = part.leader_epoch
+    if replica_id == DEBUGGING_REPLICA_ID and part.log is not None:
+        # Kafka's debugging replica id reads any replica, and "latest" is its own LEO
+        # (no isolation level): how tools see each replica's log end offset
+        log = part.log
+        if ts == LATEST:
+            return {"timestamp": -1, "offset": log.log_end_offset, "leader_epoch": epoch}
+    else:
+        log = part.require_leader()
+        part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
     if ts == EARLIEST:
         return {"timestamp": -1, "offset": log.log_start_offset, "leader_epoch": epoch}
     if ts == LATEST:
@@ -38,7 +48,9 @@ async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: A
         partitions = []
         for p in t.partitions:
             try:
-                entry = _list_offset(server, t.name, p.partition_index, p)
+                entry = _list_offset(
+                    server, t.name, p.partition_index, p, getattr(req, "replica_id", -1)
+                )
                 entry["error_code"] = ErrorCode.none
             except KafkaError as exc:
                 entry = {"error_code": exc.code, "timestamp": -1, "offset": -1, "leader_epoch": -1}

@@ -1,0 +1,150 @@
+"""Helpers for tests/test_groups_*.py: topics, records, and group members in threads
+that record which partitions they own, so a test can check that no partition is ever
+owned by two members at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+# fast groups: no initial delay, short sessions (group.min.session.timeout.ms allows 1 s)
+GROUP_BROKER = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "10",
+}
+FAST_CONSUMER = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> set[bytes]:
+    """``count`` records spread round robin over the partitions; returns the values."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    values = set()
+    for i in range(start, start + count):
+        value = b"value-%d" % i
+        producer.produce(topic, value=value, key=b"k%d" % i, partition=i % partitions)
+        values.add(value)
+    assert producer.flush(30) == 0
+    return values
+
+
+def wait_until(predicate, timeout: float = 60.0, interval: float = 0.1, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+class Ownership:
+    """Which member owns which partition, with a record of any double ownership."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner: dict[int, str] = {}
+        self.violations: list[str] = []
+        self.assignments: dict[str, int] = defaultdict(int)  # number of on_assign calls
+
+    def assign(self, member: str, partitions) -> None:
+        with self.lock:
+            self.assignments[member] += 1
+            for p in partitions:
+                current = self.owner.get(p)
+                if current is not None and current != member:
+                    self.violations.append(f"partition {p} given to {member}, owned by {current}")
+                self.owner[p] = member
+
+    def revoke(self, member: str, partitions) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owner.get(p) == member:
+                    del self.owner[p]
+
+    def of(self, member: str) -> set[int]:
+        with self.lock:
+            return {p for p, m in self.owner.items() if m == member}
+
+
+class ConfluentMember(threading.Thread):
+    """A librdkafka consumer in a group, polling on its own thread."""
+
+    def __init__(self, bootstrap, group, topic, name, ownership, **config) -> None:
+        super().__init__(daemon=True, name=name)
+        self.topic = topic
+        self.ownership = ownership
+        self.values: list[bytes] = []
+        self.errors: list[KafkaError] = []
+        self.fatal: KafkaError | None = None
+        self.stop_flag = threading.Event()
+        self.close_on_stop = True
+        self.conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "error_cb": self._on_error,
+            **FAST_CONSUMER,
+            **config,
+        }
+
+    def _on_error(self, error: KafkaError) -> None:
+        self.errors.append(error)
+        if error.fatal() or error.code() == KafkaError._FATAL:
+            self.fatal = error
+
+    def _on_assign(self, consumer, partitions) -> None:
+        self.ownership.assign(self.name, [tp.partition for tp in partitions])
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        self.ownership.revoke(self.name, [tp.partition for tp in partitions])
+
+    def run(self) -> None:
+        consumer = Consumer(self.conf)
+        consumer.subscribe(
+            [self.topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )
+        try:
+            while not self.stop_flag.is_set() and self.fatal is None:
+                msg = consumer.poll(0.1)
+                if msg is None:
+                    continue
+                if msg.error():
+                    self._on_error(msg.error())
+                    continue
+                self.values.append(msg.value())
+        finally:
+            if self.close_on_stop:
+                try:
+                    consumer.close()
+                except KafkaException:  # a fenced consumer cannot close cleanly
+                    pass
+            self.ownership.revoke(self.name, list(self.ownership.of(self.name)))
+
+    def stop(self, close: bool = True) -> None:
+        self.close_on_stop = close
+        self.stop_flag.set()
+        self.join(30)
+
+
+def all_values(members) -> set[bytes]:
+    out: set[bytes] = set()
+    for m in members:
+        out.update(m.values)
+    return out

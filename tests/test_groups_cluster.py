@@ -1,0 +1,159 @@
+"""Groups on a 3-broker cluster: __consumer_offsets replicated (RF 3), coordination
+moving with the leadership of its partitions, and committed offsets surviving kill -9
+of the coordinator's broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from kio.schema.errors import ErrorCode as E
+
+from broker.coordinator.group.codec import partition_for
+from tests.group_helpers import (
+    GROUP_BROKER,
+    ConfluentMember,
+    Ownership,
+    all_values,
+    create_topic,
+    produce,
+    unique,
+    wait_until,
+)
+from tests.test_groups_wire import commit, fetched, find
+from tests.wire import WireClient
+
+PARTITIONS = 6
+OFFSETS_PARTITIONS = 10
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_factory):
+    return cluster_factory(3, **GROUP_BROKER, **{"zookeeper.session.timeout.ms": "4000"})
+
+
+def _coordinator(client: WireClient, group: str) -> int:
+    resp = find(client, group)
+    return resp.node_id if resp.error_code == E.none else -1
+
+
+def test_offsets_topic_is_compacted_and_replicated(cluster):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    client = WireClient.for_bootstrap(cluster.bootstrap)
+    try:
+        wait_until(lambda: _coordinator(client, "any") > 0, what="a coordinator")
+    finally:
+        client.close()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    meta = admin.list_topics(timeout=30).topics["__consumer_offsets"]
+    assert len(meta.partitions) == OFFSETS_PARTITIONS
+    assert all(len(p.replicas) == 3 for p in meta.partitions.values())
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["cleanup.policy"].value == "compact"
+    # every broker sends a group to the leader of its offsets partition
+    group = unique("where")
+    answers = set()
+    for b in cluster.brokers:
+        c = WireClient("127.0.0.1", b.port)
+        try:
+            answers.add(_coordinator(c, group))
+        finally:
+            c.close()
+    leader = meta.partitions[partition_for(group, OFFSETS_PARTITIONS)].leader
+    assert answers == {leader}
+
+
+def test_commits_survive_kill_9_of_the_coordinator(cluster):
+    topic, group = unique("t-ha"), unique("g-ha")
+    create_topic(cluster.bootstrap, topic, 3, rf=3)
+    client = WireClient.for_bootstrap(cluster.bootstrap)
+    wait_until(lambda: _coordinator(client, group) > 0, what="a coordinator")
+    coordinator_id = _coordinator(client, group)
+    client.close()
+    # ask a broker that survives from now on
+    survivor = next(b for b in cluster.brokers if b.id != coordinator_id)
+    client = WireClient("127.0.0.1", survivor.port)
+    try:
+        coord = WireClient("127.0.0.1", cluster.broker(coordinator_id).port)
+        acked = commit(coord, group, topic, {0: 11, 1: 22, 2: 33}, metadata="before")
+        coord.close()
+        assert acked == {0: E.none, 1: E.none, 2: E.none}
+        cluster.broker(coordinator_id).kill()
+        # another broker takes over the partition and loads the group from its replica
+        wait_until(
+            lambda: _coordinator(client, group) not in (-1, coordinator_id),
+            what="a new coordinator",
+            interval=0.25,
+        )
+        new = WireClient("127.0.0.1", cluster.broker(_coordinator(client, group)).port)
+        try:
+            wait_until(
+                lambda: fetched_or_none(new, group, topic) is not None, what="the group to load"
+            )
+            assert fetched(new, group, topic) == {
+                0: (11, "before"),
+                1: (22, "before"),
+                2: (33, "before"),
+            }
+            assert commit(new, group, topic, {0: 12}) == {0: E.none}
+        finally:
+            new.close()
+    finally:
+        client.close()
+        cluster.broker(coordinator_id).start()
+
+
+def fetched_or_none(client, group, topic):
+    resp = client.request(
+        9,
+        8,
+        {"groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}]},
+    )
+    return None if resp.groups[0].error_code != E.none else resp
+
+
+def test_group_moves_with_its_coordinator(cluster):
+    """A live group whose coordinator dies: the members find the new coordinator, rejoin
+    and go on from the committed offsets."""
+    topic, group = unique("t-move"), unique("g-move")
+    create_topic(cluster.bootstrap, topic, PARTITIONS, rf=3)
+    sent = produce(cluster.bootstrap, topic, 120, PARTITIONS)
+    ownership = Ownership()
+    members = [
+        ConfluentMember(
+            cluster.bootstrap, group, topic, f"m{i}", ownership, **{"auto.commit.interval.ms": 100}
+        )
+        for i in range(3)
+    ]
+    for m in members:
+        m.start()
+    client = WireClient.for_bootstrap(cluster.bootstrap)
+    try:
+        wait_until(lambda: all_values(members) >= sent, what="every record")
+        time.sleep(0.5)  # let auto-commit store the positions
+        coordinator_id = _coordinator(client, group)
+        cluster.broker(coordinator_id).kill()
+        more = produce_when_possible(cluster.bootstrap, topic)
+        wait_until(lambda: all_values(members) >= sent | more, timeout=90, what="records after")
+    finally:
+        client.close()
+        for m in members:
+            m.stop()
+        cluster.broker(coordinator_id).start()
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    c.close()
+    assert sum(tp.offset for tp in committed) == 240
+
+
+def produce_when_possible(bootstrap: str, topic: str) -> set[bytes]:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return produce(bootstrap, topic, 120, PARTITIONS, start=1000)
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
