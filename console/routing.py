@@ -1,3 +1,7 @@
-"""Websocket routes (channels). The console's live views add theirs here."""
+"""Websocket routes (channels)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from console.live.consumers import LiveConsumer
+
+websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]

@@ -2,12 +2,34 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import views
+from console.api import api
+from console.views import audit, cluster, groups, messages, quotas, topics, users
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", cluster.home, name="home"),
+    path("events/", cluster.events, name="events"),
+    path("topics/", topics.topic_list, name="topics"),
+    path("topics/create", topics.topic_create, name="topic-create"),
+    path("topics/<str:name>/", topics.topic_detail, name="topic"),
+    path("topics/<str:name>/configs", topics.topic_configs, name="topic-configs"),
+    path("topics/<str:name>/partitions", topics.topic_partitions, name="topic-partitions"),
+    path("topics/<str:name>/delete", topics.topic_delete, name="topic-delete"),
+    path("groups/", groups.group_list, name="groups"),
+    path("groups/<str:group_id>/", groups.group_detail, name="group"),
+    path("groups/<str:group_id>/reset", groups.group_reset, name="group-reset"),
+    path("groups/<str:group_id>/delete", groups.group_delete, name="group-delete"),
+    path("quotas/", quotas.quota_list, name="quotas"),
+    path("quotas/set", quotas.quota_set, name="quota-set"),
+    path("messages/", messages.browse, name="messages"),
+    path("messages/produce", messages.produce, name="produce"),
+    path("audit/", audit.audit_log, name="audit"),
+    path("users/", users.user_list, name="users"),
+    path("users/action", users.user_action, name="user-action"),
+    path("account/tokens/", users.tokens, name="tokens"),
+    path("account/tokens/action", users.token_action, name="token-action"),
+    path("healthz", cluster.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", api.urls),
     path("admin/", admin.site.urls),
 ]

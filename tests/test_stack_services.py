@@ -80,7 +80,7 @@ def test_console_under_daphne_health_login_and_landing(tmp_path, app_settings, r
     )
     with opener.open(request, timeout=10) as response:
         assert response.url == f"{base}/"
-        assert "The Quill console is coming" in response.read().decode()
+        assert "<h2>Brokers</h2>" in response.read().decode()  # the cluster page
 
 
 def create_admin(state_dir) -> str:
@@ -108,12 +108,18 @@ def test_healthz_needs_no_login(client):
 
 
 @pytest.mark.django_db
-def test_landing_page_requires_login(client, django_user_model):
+def test_landing_page_requires_login(client, django_user_model, settings, zookeeper):
+    from console.roles import VIEWER, set_role
+
+    settings.QUILL_ZOOKEEPER_CONNECT = zookeeper.address + "/quill-landing"
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/?next=/"
-    client.force_login(django_user_model.objects.create_user("ops", password="x"))
-    assert b"The Quill console is coming" in client.get("/").content
+    user = django_user_model.objects.create_user("ops", password="x")
+    client.force_login(user)
+    assert client.get("/").status_code == 403  # a login without a role sees nothing
+    set_role(user, VIEWER)
+    assert b"<h2>Brokers</h2>" in client.get("/").content
 
 
 @pytest.mark.django_db

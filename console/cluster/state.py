@@ -1,0 +1,260 @@
+"""The cluster as the console shows it: ZooKeeper's view (brokers, controller,
+assignments, leader and ISR) joined with what the brokers report (log start, high
+watermark, per-replica log-end offset and size). Views, the API and the monitor all
+build their numbers here.
+
+Per-replica LEO: each broker is asked for the LEO of its own replicas with ListOffsets
+as Kafka's debugging replica id (-2), which Kafka answers from followers too. Where a
+broker answers only as leader, a follower's LEO is the leader's minus the offset_lag its
+broker reports in DescribeLogDirs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from console.cluster import wire, zk
+
+Part = tuple[str, int]
+
+
+def addresses(brokers: list[dict]) -> dict[int, tuple[str, int]]:
+    return {b["id"]: (b["host"], b["port"]) for b in brokers}
+
+
+def sample(
+    brokers: dict[int, tuple[str, int]],
+    leaders: dict[Part, int],
+    replicas: dict[Part, list[int]],
+    scoped: bool = False,
+) -> dict:
+    """Ask every live broker at once. Returns {"start", "hw": {part: offset},
+    "leo", "size", "lag": {(broker, part): n}, "dirs": {broker: [...]},
+    "errors": {broker: sentence}}. `scoped` limits DescribeLogDirs to `replicas`."""
+    led: dict[int, list[Part]] = {}
+    hosted: dict[int, list[Part]] = {}
+    for part, leader in leaders.items():
+        led.setdefault(leader, []).append(part)
+    for part, ids in replicas.items():
+        for b in ids:
+            hosted.setdefault(b, []).append(part)
+    live = {b: addr for b, addr in brokers.items() if b in led or b in hosted}
+
+    def ask(host: str, port: int, b: int) -> dict:
+        mine, here = led.get(b, []), hosted.get(b, [])
+        out = {}
+        if mine:
+            out["start"] = wire.list_offsets(host, port, {p: wire.EARLIEST for p in mine})
+            out["hw"] = wire.list_offsets(host, port, {p: wire.LATEST for p in mine})
+        if here:
+            out["leo"] = wire.list_offsets(
+                host, port, {p: wire.LATEST for p in here}, replica_id=wire.DEBUGGING
+            )
+        out["dirs"] = wire.describe_log_dirs(host, port, here if scoped else None)
+        return out
+
+    answers = wire.on_each({b: (h, p, (b,)) for b, (h, p) in live.items()}, ask)
+    return _combine(answers, leaders, replicas)
+
+
+def _combine(answers: dict, leaders: dict, replicas: dict) -> dict:
+    result = {"start": {}, "hw": {}, "leo": {}, "size": {}, "lag": {}, "dirs": {}, "errors": {}}
+    for b, answer in answers.items():
+        if isinstance(answer, Exception):
+            result["errors"][b] = f"broker {b} did not answer: {answer}"
+            continue
+        result["start"].update(_known(answer.get("start", {})))
+        result["hw"].update(_known(answer.get("hw", {})))
+        result["dirs"][b] = answer["dirs"]["dirs"]
+        for part, info in answer["dirs"]["replicas"].items():
+            result["size"][(b, part)] = info["size"]
+            result["lag"][(b, part)] = info["offset_lag"]
+        for part, leo in answer.get("leo", {}).items():
+            if leo is not None:
+                result["leo"][(b, part)] = leo
+    # Followers whose broker answered only as leader: leader LEO - reported offset lag.
+    for part, ids in replicas.items():
+        leader = leaders.get(part)
+        leader_leo = result["leo"].get((leader, part))
+        for b in ids:
+            if (b, part) not in result["leo"] and leader_leo is not None:
+                if (b, part) in result["size"]:
+                    result["leo"][(b, part)] = leader_leo - result["lag"].get((b, part), 0)
+        for b in ids:
+            leo = result["leo"].get((b, part))
+            if leo is not None and leader_leo is not None:
+                result["lag"][(b, part)] = max(0, leader_leo - leo)
+    return result
+
+
+def _known(offsets: dict) -> dict:
+    return {k: v for k, v in offsets.items() if v is not None}
+
+
+def partition_rows(topic: str, assignment: dict, states: dict, live: set, s: dict) -> list:
+    """One row per partition with its replicas, for the topic page and API."""
+    rows = []
+    for p in sorted(assignment):
+        part = (topic, p)
+        state = states.get(part, {"leader": -1, "leader_epoch": -1, "isr": []})
+        replicas = assignment[p]
+        isr = state["isr"]
+        start, hw = s["start"].get(part), s["hw"].get(part)
+        rows.append(
+            {
+                "partition": p,
+                "leader": state["leader"],
+                "leader_epoch": state["leader_epoch"],
+                "replicas": replicas,
+                "isr": isr,
+                "offline": state["leader"] not in live,
+                "under_replicated": len(isr) < len(replicas),
+                "start": start,
+                "hw": hw,
+                "records": None if start is None or hw is None else hw - start,
+                "size": s["size"].get((state["leader"], part)),
+                "replica_detail": [
+                    {
+                        "broker": b,
+                        "alive": b in live,
+                        "in_isr": b in isr,
+                        "leader": b == state["leader"],
+                        "leo": s["leo"].get((b, part)),
+                        "lag": s["lag"].get((b, part)),
+                        "size": s["size"].get((b, part)),
+                    }
+                    for b in replicas
+                ],
+            }
+        )
+    return rows
+
+
+def topic_detail(topic: str) -> dict:
+    assignment = zk.assignment(topic)
+    parts = [(topic, p) for p in assignment]
+    states = zk.partition_states(parts)
+    brokers = zk.brokers()
+    live = {b["id"] for b in brokers}
+    leaders = {part: st["leader"] for part, st in states.items() if st["leader"] in live}
+    replicas = {(topic, p): r for p, r in assignment.items()}
+    s = sample(addresses(brokers), leaders, replicas, scoped=True)
+    rows = partition_rows(topic, assignment, states, live, s)
+    return {
+        "name": topic,
+        "partitions": rows,
+        "replication_factor": max((len(r) for r in assignment.values()), default=0),
+        "under_replicated": sum(r["under_replicated"] for r in rows),
+        "offline": sum(r["offline"] for r in rows),
+        "size": sum(r["size"] or 0 for r in rows),
+        "records": sum(r["records"] or 0 for r in rows),
+        "errors": list(s["errors"].values()),
+    }
+
+
+def overview() -> dict:
+    """Brokers, controller and partition health counts for the cluster page."""
+    brokers = zk.brokers()
+    live = {b["id"] for b in brokers}
+    topics = zk.topic_names()
+    assignments = zk.assignments(topics)
+    parts = [(t, p) for t, a in assignments.items() for p in a]
+    states = zk.partition_states(parts)
+    return summarize(brokers, live, zk.controller(), assignments, states, min_isrs(topics))
+
+
+def min_isrs(topics: list[str]) -> dict[str, int]:
+    """min.insync.replicas per topic: its override, else the brokers' dynamic default,
+    else Kafka's default of 1."""
+    default = int(zk.entity_config("brokers/<default>").get("min.insync.replicas", 1))
+    paths = {t: f"/config/topics/{t}" for t in topics}
+    data = zk.get_many(list(paths.values()))
+    out = {}
+    for t, path in paths.items():
+        raw = data[path]
+        config = json.loads(raw).get("config", {}) if raw else {}
+        out[t] = int(config.get("min.insync.replicas", default))
+    return out
+
+
+def summarize(brokers, live, controller, assignments, states, min_isr=None) -> dict:
+    min_isr = min_isr or {}
+    leaders: dict[int, int] = {}
+    hosted: dict[int, int] = {}
+    topics = {}
+    urp = offline = under_min = 0
+    for t, a in assignments.items():
+        t_urp = t_offline = 0
+        for p, replicas in a.items():
+            st = states.get((t, p), {"leader": -1, "isr": []})
+            for b in replicas:
+                hosted[b] = hosted.get(b, 0) + 1
+            if st["leader"] in live:
+                leaders[st["leader"]] = leaders.get(st["leader"], 0) + 1
+            else:
+                t_offline += 1
+            if len(st["isr"]) < len(replicas):
+                t_urp += 1
+            if len(st["isr"]) < min_isr.get(t, 1):
+                under_min += 1
+        urp += t_urp
+        offline += t_offline
+        topics[t] = {
+            "offline": t_offline,
+            "partitions": len(a),
+            "replication_factor": max((len(r) for r in a.values()), default=0),
+            "under_replicated": t_urp,
+        }
+    known = {b["id"] for b in brokers} | set(hosted)
+    rows = []
+    by_id = {b["id"]: b for b in brokers}
+    for b in sorted(known):
+        info = by_id.get(b, {"host": "", "port": None, "rack": None})
+        rows.append(
+            {
+                "id": b,
+                "host": info["host"],
+                "port": info["port"],
+                "rack": info.get("rack"),
+                "alive": b in live,
+                "controller": b == controller,
+                "leaders": leaders.get(b, 0),
+                "replicas": hosted.get(b, 0),
+            }
+        )
+    return {
+        "brokers": rows,
+        "alive": sum(r["alive"] for r in rows),
+        "controller": controller,
+        "topics": topics,
+        "partitions": sum(t["partitions"] for t in topics.values()),
+        "under_replicated": urp,
+        "offline": offline,
+        "under_min_isr": under_min,
+    }
+
+
+def topic_sizes(brokers: list[dict]) -> dict[str, int]:
+    """Bytes per topic: the largest replica of each partition, summed."""
+    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers}
+    biggest: dict[tuple[str, int], int] = {}
+    for answer in wire.on_each(calls, wire.describe_log_dirs).values():
+        if isinstance(answer, Exception):
+            continue
+        for part, info in answer["replicas"].items():
+            biggest[part] = max(biggest.get(part, 0), info["size"])
+    sizes: dict[str, int] = {}
+    for (t, _p), n in biggest.items():
+        sizes[t] = sizes.get(t, 0) + n
+    return sizes
+
+
+def log_dir_bytes(brokers: list[dict]) -> dict[int, int]:
+    """Bytes of replicas on each live broker (DescribeLogDirs)."""
+    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers if b["alive"]}
+    answers = wire.on_each(calls, wire.describe_log_dirs)
+    return {
+        b: sum(r["size"] for r in a["replicas"].values())
+        for b, a in answers.items()
+        if not isinstance(a, Exception)
+    }

@@ -1,0 +1,36 @@
+"""Channel groups browsers subscribe to, and the delta messages sent to them.
+
+A page subscribes with names like `cluster`, `topics`, `groups`, `topic:<name>`,
+`group:<id>`; each maps to one channel-layer group (hashed, since channel group names
+allow only short ASCII). A delta is {"set": {key: cell}, "events": [...],
+"refresh": bool, "series": {...}}: console.js patches elements by their data-k keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+STATIC_SUBS = {"cluster", "topics", "groups"}
+MESSAGE_TYPE = "live.delta"
+
+
+def topic_sub(name: str) -> str:
+    return f"topic:{name}"
+
+
+def group_sub(group_id: str) -> str:
+    return f"group:{group_id}"
+
+
+def channel_group(sub: str) -> str | None:
+    """The channel-layer group for a subscription name, or None when it is not one."""
+    if sub in STATIC_SUBS:
+        return f"quill.{sub}"
+    kind, sep, name = sub.partition(":")
+    if sep and kind in ("topic", "group") and name:
+        return f"quill.{kind}.{hashlib.sha1(name.encode()).hexdigest()[:24]}"
+    return None
+
+
+def message(data: dict) -> dict:
+    return {"type": MESSAGE_TYPE, "data": data}

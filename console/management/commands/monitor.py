@@ -1,0 +1,48 @@
+"""`manage.py monitor`: watch the cluster and keep the console's pages live.
+
+ZooKeeper watches (brokers, controller, topics, partition states, config changes) are
+published as they fire; offsets, per-replica LEO and group offsets are sampled every
+second. Deltas go to the channel layer (Redis), history to Redis."""
+
+import asyncio
+import logging
+
+from django.core.management.base import BaseCommand, CommandError
+
+from console.monitor.run import Monitor
+
+
+class Command(BaseCommand):
+    help = "Watch ZooKeeper and sample the brokers; publish live deltas to the console."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--interval", type=float, default=1.0, help="seconds between offset samples (default 1)"
+        )
+        parser.add_argument(
+            "--samples",
+            type=int,
+            default=None,
+            help="stop after this many samples (default: run until stopped)",
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="health check: exit 0 if a monitor sampled in the last 10 s",
+        )
+
+    def handle(self, *args, interval: float, samples: int | None, check: bool, **options):
+        if check:
+            from console.live import history
+
+            age = history.monitor_age()
+            if age is None or age > 10:
+                raise CommandError(f"no monitor sample in Redis (last: {age} s ago)")
+            self.stdout.write(f"monitor sampled {age:.1f} s ago")
+            return
+        logging.getLogger("kazoo").setLevel(logging.WARNING)
+        monitor = Monitor(interval=interval)
+        try:
+            asyncio.run(monitor.run(samples))
+        except KeyboardInterrupt:
+            pass

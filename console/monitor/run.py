@@ -1,0 +1,178 @@
+"""The monitor process: kazoo watches feed a queue that is published at once (a ZooKeeper
+change reaches open pages in milliseconds); a 1 s sampler publishes offset and lag
+changes. Only cells whose text changed are sent; history goes to Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+from kazoo.client import KazooClient
+
+from console.cluster import state
+from console.live import history
+from console.live.groups import channel_group, message
+from console.monitor import deltas as D
+from console.monitor.sampler import GroupSampler, OffsetSampler
+from console.monitor.watcher import ClusterWatcher
+
+log = logging.getLogger("console.monitor")
+STATUS_TTL_S = 60
+
+
+def merge(into: D.Deltas, more: D.Deltas) -> D.Deltas:
+    for sub, d in more.items():
+        target = into.setdefault(sub, {})
+        if "set" in d:
+            target.setdefault("set", {}).update(d["set"])
+        if "events" in d:
+            target.setdefault("events", []).extend(d["events"])
+        if d.get("refresh"):
+            target["refresh"] = True
+        for name, points in d.get("series", {}).items():
+            target.setdefault("series", {}).setdefault(name, []).extend(points)
+    return into
+
+
+class Monitor:
+    def __init__(self, interval: float = 1.0, zk_connect: str | None = None):
+        self.interval = interval
+        self.zk_connect = zk_connect or settings.QUILL_ZOOKEEPER_CONNECT
+        self.layer = get_channel_layer()
+        self.sent: dict[tuple[str, str], str] = {}
+        self.samples = 0
+        self.last_sample_s = 0.0
+
+    # ------------------------------------------------------------ start
+    async def run(self, samples: int | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.zk = KazooClient(hosts=self.zk_connect, timeout=10)
+        await self.loop.run_in_executor(None, lambda: self.zk.start(timeout=30))
+        self.watcher = ClusterWatcher(self.zk, self._emit)
+        await self.loop.run_in_executor(None, self.watcher.start)
+        snap = self.watcher.snapshot()
+        log.info(
+            "monitor: watching %d brokers, %d topics, %d partitions",
+            len(snap["brokers"]),
+            len(snap["assignments"]),
+            len(snap["states"]),
+        )
+        publisher = asyncio.create_task(self._publisher())
+        try:
+            await self._sampler(samples)
+        finally:
+            publisher.cancel()
+            await self.loop.run_in_executor(None, self._stop_zk)
+
+    def _stop_zk(self) -> None:
+        self.zk.stop()
+        self.zk.close()
+
+    def _emit(self, change: dict) -> None:
+        """Called on kazoo's thread."""
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, change)
+
+    # ------------------------------------------------------------ ZooKeeper changes
+    async def _publisher(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            while not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            try:
+                await self.publish_changes(batch)
+            except Exception:  # noqa: BLE001 - keep publishing whatever one batch did
+                log.exception("monitor: could not publish %d changes", len(batch))
+
+    async def publish_changes(self, batch: list[dict]) -> None:
+        snap = self.watcher.snapshot()
+        live = set(snap["brokers"])
+        events, out = [], {}
+        for change in batch:
+            e, d = D.for_change(change, live)
+            events += e
+            merge(out, d)
+        summary = state.summarize(
+            [{"id": b, **i} for b, i in snap["brokers"].items()],
+            live,
+            snap["controller"],
+            snap["assignments"],
+            snap["states"],
+            snap["min_isr"],
+        )
+        merge(out, D.summary_cells(summary))
+        if events:
+            await self.loop.run_in_executor(None, self._record_events, events)
+        await self.send(out)
+
+    @staticmethod
+    def _record_events(events: list[dict]) -> None:
+        for e in events:
+            history.add_event(e)
+            log.debug("event: %s", e["text"])
+        log.info("monitor: %d event(s), e.g. %s", len(events), events[0]["text"])
+
+    async def send(self, out: D.Deltas) -> None:
+        for sub, d in out.items():
+            d = self._only_changes(sub, d)
+            group = channel_group(sub)
+            if d and group:
+                await self.layer.group_send(group, message(d))
+
+    def _only_changes(self, sub: str, d: dict) -> dict:
+        cells = {}
+        for key, cell in d.get("set", {}).items():
+            text = json.dumps(cell, sort_keys=True)
+            if self.sent.get((sub, key)) != text:
+                self.sent[(sub, key)] = text
+                cells[key] = cell
+        d = {k: v for k, v in d.items() if k != "set"}
+        if cells:
+            d["set"] = cells
+        return d
+
+    # ------------------------------------------------------------ 1 s samples
+    async def _sampler(self, samples: int | None) -> None:
+        offsets, groups = OffsetSampler(), GroupSampler()
+        while samples is None or self.samples < samples:
+            started = time.monotonic()
+            try:
+                out = await self.loop.run_in_executor(None, self.sample_once, offsets, groups)
+                await self.send(out)
+            except Exception:  # noqa: BLE001 - a failed sample is logged, the next one runs
+                log.exception("monitor: sample failed")
+            self.samples += 1
+            self.last_sample_s = time.monotonic() - started
+            await asyncio.sleep(max(0.05, self.interval - self.last_sample_s))
+
+    def sample_once(self, offsets: OffsetSampler, groups: GroupSampler) -> D.Deltas:
+        now = time.time()
+        snap = self.watcher.snapshot()
+        s, out = offsets.sample(snap, now)
+        statuses, group_deltas, consumed = groups.sample(s, now)
+        merge(out, group_deltas)
+        for t, rate in consumed.items():
+            if t in offsets.rates:
+                offsets.rates[t]["out"] = rate
+            for sub in ("topics", f"topic:{t}"):
+                D.add(out, sub, f"t:{t}:out", {"t": D.fmt.rate(rate, ""), "v": rate})
+        self._record(offsets.rates, statuses, now, out)
+        return out
+
+    def _record(self, rates: dict, statuses: dict, now: float, out: D.Deltas) -> None:
+        pipe = history.client().pipeline()
+        pipe.delete(history.TOPIC_RATES)
+        if rates:
+            pipe.hset(history.TOPIC_RATES, mapping={t: json.dumps(r) for t, r in rates.items()})
+        for gid, status in statuses.items():
+            pipe.set(history.group_key(gid), json.dumps(status), ex=STATUS_TTL_S)
+            point = [round(now, 3), status["lag"], status["lag_ms"]]
+            pipe.lpush(history.lag_key(gid), json.dumps(point))
+            pipe.ltrim(history.lag_key(gid), 0, history.LAG_KEEP - 1)
+            D.add(out, f"group:{gid}", series={"lag": [point]})
+        pipe.set(history.HEARTBEAT, now)
+        pipe.execute()

@@ -1,0 +1,56 @@
+"""The cluster page (brokers, ZooKeeper, partition health, live event feed), /healthz."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+
+from console.cluster import state, zk
+from console.errors import OpError
+from console.live import history
+from console.roles import VIEWER, role_required
+from console.views.common import page, unavailable
+
+
+@role_required(VIEWER)
+def home(request: HttpRequest) -> HttpResponse:
+    try:
+        summary = state.overview()
+        stats = zk.server_stats()
+        dirs = state.log_dir_bytes(summary["brokers"])
+    except OpError as exc:
+        return unavailable(request, "console/cluster.html", exc, subs=["cluster"])
+    for b in summary["brokers"]:
+        b["bytes"] = dirs.get(b["id"])
+    context = {
+        "bootstrap": settings.QUILL_BOOTSTRAP_SERVERS,
+        "summary": summary,
+        "zk": stats,
+        "events": history.events(100),
+        "monitor_age": history.monitor_age(),
+    }
+    return page(request, "console/cluster.html", context, ["cluster"])
+
+
+@role_required(VIEWER)
+def events(request: HttpRequest) -> HttpResponse:
+    topic = request.GET.get("topic", "")
+    kind = request.GET.get("kind", "")
+    rows = history.events(500, topic=topic, kinds=(kind,) if kind else ())
+    context = {"events": rows, "topic": topic, "kind": kind, "kinds": history.EVENT_KINDS}
+    return page(request, "console/events.html", context, ["cluster"])
+
+
+@login_not_required
+@never_cache
+def healthz(request: HttpRequest) -> JsonResponse:
+    """For health checks: no login; 200 when the console can reach its database."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:  # any database error means unhealthy
+        return JsonResponse({"status": "error", "detail": str(exc)}, status=503)
+    return JsonResponse({"status": "ok"})

@@ -1,0 +1,67 @@
+"""Fixtures for the console's tests (`pytest_plugins = ["tests.console_helpers"]`):
+a one-broker cluster shared by a module, Django settings pointed at it and at the
+session Redis, and logins for every role."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from console.roles import ADMIN, OPERATOR, VIEWER, set_role
+
+ROLES = ("anonymous", "norole", VIEWER, OPERATOR, ADMIN)  # the permission matrix
+
+
+@pytest.fixture(scope="module")
+def console_cluster(cluster_factory):
+    return cluster_factory(1)
+
+
+def point_console_at(settings, cluster, redis_server) -> None:
+    from console.cluster import zk
+
+    settings.QUILL_BOOTSTRAP_SERVERS = cluster.bootstrap
+    settings.QUILL_ZOOKEEPER_CONNECT = cluster.zk_connect
+    settings.QUILL_REDIS_URL = redis_server.url
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [redis_server.url]},
+        }
+    }
+    zk.reset()
+
+
+@pytest.fixture
+def console(settings, console_cluster, redis_server, db):
+    """The console pointed at the module's cluster; `.cluster`, `.login(role)`."""
+    point_console_at(settings, console_cluster, redis_server)
+    yield SimpleNamespace(cluster=console_cluster, login=make_login, user=make_user)
+    from console.cluster import zk
+
+    zk.reset()
+
+
+def make_user(role: str):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(f"{role}-{uuid.uuid4().hex[:6]}", password="pw")
+    if role in (VIEWER, OPERATOR, ADMIN):
+        set_role(user, role)
+    return user
+
+
+def make_login(role: str, enforce_csrf: bool = False):
+    """A Django test client logged in with `role` ('anonymous': not logged in)."""
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=enforce_csrf)
+    if role != "anonymous":
+        client.force_login(make_user(role))
+    return client
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,182 @@
+"""The live path end to end without a browser: the monitor (in-process, real kazoo
+watches, real channels-redis layer) and the websocket consumer (channels.testing),
+against real brokers. A ZooKeeper change must arrive as the right delta."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from console.cluster import admin, zk
+from console.roles import VIEWER, set_role
+
+pytest_plugins = ["tests.console_helpers"]
+TIMEOUT_S = 10
+
+
+@pytest.fixture(scope="module")
+def two_brokers(cluster_factory):
+    return cluster_factory(2)
+
+
+@pytest.fixture
+def live(settings, two_brokers, redis_server, transactional_db):
+    from tests.console_helpers import point_console_at
+
+    point_console_at(settings, two_brokers, redis_server)
+    yield two_brokers
+    zk.reset()
+
+
+def session_cookie(role: str | None) -> bytes:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.create_user(f"ws-{uuid.uuid4().hex[:6]}", password="pw")
+    if role:
+        set_role(user, role)
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def connect(subs: str, role: str | None = VIEWER, cookie: bool = True):
+    from console.asgi import application
+
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    if cookie:
+        headers.append((b"cookie", await sync_to_async(session_cookie)(role)))
+    comm = WebsocketCommunicator(application, f"/ws/live/?subs={subs}", headers=headers)
+    connected, code = await comm.connect(timeout=TIMEOUT_S)
+    return comm, connected, code
+
+
+async def wait_for(comm, predicate, timeout=TIMEOUT_S) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("no matching delta arrived")
+        data = await comm.receive_json_from(timeout=left)
+        if predicate(data):
+            return data
+
+
+@pytest.fixture
+async def monitor(live):
+    from console.monitor.run import Monitor
+
+    m = Monitor(interval=0.5)
+    task = asyncio.create_task(m.run())
+    for _ in range(100):
+        if getattr(m, "watcher", None) is not None and m.watcher.started:
+            break
+        await asyncio.sleep(0.05)
+    yield m
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_anonymous_and_roleless_sockets_are_closed(live):
+    _, connected, code = await connect("cluster", cookie=False)
+    assert (connected, code) == (False, 4401)
+    _, connected, code = await connect("cluster", role=None)
+    assert (connected, code) == (False, 4403)
+    comm, connected, _ = await connect("cluster,topic:x,bogus")
+    assert connected
+    assert await comm.receive_json_from() == {
+        "hello": True,
+        "subs": ["cluster", "topic:x", "bogus"],
+    }
+    await comm.disconnect()
+
+
+async def topic_with_replicas(name: str) -> None:
+    await sync_to_async(admin.create_topic)(name, 1, 2, {})
+    for _ in range(100):
+        states = await sync_to_async(zk.partition_states)([(name, 0)])
+        if states and len(states[(name, 0)]["isr"]) == 2:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the topic's ISR never filled")
+
+
+async def test_a_zookeeper_isr_change_reaches_the_socket(live, monitor):
+    name = f"live-{uuid.uuid4().hex[:6]}"
+    await topic_with_replicas(name)
+    comm, connected, _ = await connect(f"topic:{name},cluster")
+    assert connected
+    await comm.receive_json_from()  # hello
+    path = f"/brokers/topics/{name}/partitions/0/state"
+    client = live.zk_client()
+    state = json.loads(client.get(path)[0])
+    follower = next(b for b in state["isr"] if b != state["leader"])
+    state["isr"] = [state["leader"]]
+    sent = time.monotonic()
+    client.set(path, json.dumps(state).encode())
+    key = f"p:{name}:0:isr"
+    data = await wait_for(comm, lambda d: key in d.get("set", {}))
+    latency_ms = (time.monotonic() - sent) * 1000
+    assert data["set"][key]["t"] == str(state["leader"])
+    assert f'class="rep out">{follower}<' in data["set"][f"p:{name}:0:replicas"]["h"]
+    shrink = [e for e in data.get("events", []) if e["kind"] == "isr_shrink"]
+    assert shrink and shrink[0]["topic"] == name and f"out: {follower}" in shrink[0]["text"]
+    print(f"ZooKeeper change to websocket: {latency_ms:.1f} ms")
+    assert latency_ms < 1000
+    await comm.disconnect()
+
+
+async def test_produce_moves_the_high_watermark_cell(live, monitor):
+    from confluent_kafka import Producer
+
+    name = f"hw-{uuid.uuid4().hex[:6]}"
+    await topic_with_replicas(name)
+    comm, _, _ = await connect(f"topic:{name}")
+    await comm.receive_json_from()
+
+    def produce():
+        p = Producer({"bootstrap.servers": live.bootstrap})
+        for i in range(25):
+            p.produce(name, value=b"v%d" % i)
+        p.flush(10)
+
+    await sync_to_async(produce)()
+    key = f"p:{name}:0:hw"
+    data = await wait_for(comm, lambda d: d.get("set", {}).get(key, {}).get("v") == 25)
+    assert data["set"][key]["t"] == "25"
+    await comm.disconnect()
+
+
+async def test_quota_change_and_broker_leaving_are_events(live, monitor):
+    from console.ops import Actor
+    from console.ops.quotas import set_quotas
+
+    comm, _, _ = await connect("cluster")
+    await comm.receive_json_from()
+
+    def set_quota():
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.create_superuser(f"su-{uuid.uuid4().hex[:6]}", "", "pw")
+        set_quotas(Actor(user, "api"), "dora", None, {"consumer_byte_rate": "5000"})
+
+    await sync_to_async(set_quota)()
+    data = await wait_for(
+        comm, lambda d: any(e["kind"] == "config_change" for e in d.get("events", []))
+    )
+    assert "users/dora" in data["events"][0]["text"]
+    broker = live.brokers[1]
+    await sync_to_async(broker.stop)()  # clean shutdown closes its ZooKeeper session
+    try:
+        data = await wait_for(comm, lambda d: f"b:{broker.id}:alive" in d.get("set", {}))
+        assert data["set"][f"b:{broker.id}:alive"] == {"t": "down", "c": "pill err"}
+        assert any(e["kind"] == "broker_down" for e in data.get("events", []))
+    finally:
+        await sync_to_async(broker.start)()
+    await comm.disconnect()

@@ -1,0 +1,160 @@
+"""The console's pure pieces: input rules, Burrow's lag rules, number formats, quota
+paths, message rendering and the deltas a ZooKeeper change turns into."""
+
+from __future__ import annotations
+
+import pytest
+
+from console import fmt
+from console.errors import OpError
+from console.live.groups import channel_group
+from console.monitor import burrow, deltas
+from console.ops import messages, quotas, validation
+
+
+@pytest.mark.parametrize("name", ["orders", "a.b_c-1", "x" * 249])
+def test_legal_topic_names(name):
+    assert validation.topic_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name,fragment",
+    [("", "needs a name"), ("..", "'.' or '..'"), ("x" * 250, "249"), ("a b", "' '"), ("ü", "'ü'")],
+)
+def test_illegal_topic_names_name_the_field(name, fragment):
+    with pytest.raises(OpError) as err:
+        validation.topic_name(name)
+    assert fragment in err.value.message
+    assert err.value.errors == {"name": err.value.message}
+
+
+def test_config_values_are_checked_and_normalized():
+    assert validation.topic_configs(
+        {"retention.ms": " 1000 ", "cleanup.policy": "compact,delete", "preallocate": "TRUE"}
+    ) == {"retention.ms": "1000", "cleanup.policy": "compact,delete", "preallocate": "true"}
+    with pytest.raises(OpError) as err:
+        validation.topic_configs({"retention.ms": "-5", "bogus.key": "1", "segment.bytes": "x"})
+    assert set(err.value.errors) == {
+        "configs.retention.ms",
+        "configs.bogus.key",
+        "configs.segment.bytes",
+    }
+    assert "between -1" in err.value.errors["configs.retention.ms"]
+    assert "not a topic config" in err.value.errors["configs.bogus.key"]
+
+
+def test_config_text_parses_properties_lines():
+    text = "# comment\nretention.ms = 5\n\nsegment.bytes=1048576\n"
+    assert validation.parse_config_text(text) == {"retention.ms": "5", "segment.bytes": "1048576"}
+    with pytest.raises(OpError, match="Line 1"):
+        validation.parse_config_text("no equals sign")
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "abc"])
+def test_quota_values_must_be_positive_numbers(value):
+    with pytest.raises(OpError) as err:
+        validation.quota_values({"producer_byte_rate": value})
+    assert list(err.value.errors) == ["quotas.producer_byte_rate"]
+
+
+def test_quota_entity_paths_follow_kafka():
+    assert quotas.entity_path("alice", None) == "users/alice"
+    assert quotas.entity_path(None, "app-1") == "clients/app-1"
+    assert quotas.entity_path("CN=a b*", "c/d") == "users/CN%3Da%20b%2A/clients/c%2Fd"
+    assert quotas.entity_path("<default>", "<default>") == "users/<default>/clients/<default>"
+    with pytest.raises(OpError):
+        quotas.entity_path("", " ")
+
+
+def commits(*rows):
+    return [burrow.Commit(ts, offset, lag) for ts, offset, lag in rows]
+
+
+def test_burrow_rules():
+    moving = commits((0, 10, 5), (10, 20, 6), (20, 30, 7))
+    assert burrow.partition_status(moving, 25, 8, True) == "WARN"  # lag never decreases
+    catching_up = commits((0, 10, 9), (10, 20, 6), (20, 30, 3))
+    assert burrow.partition_status(catching_up, 25, 2, True) == "OK"
+    assert burrow.partition_status(commits((0, 10, 0), (10, 20, 4)), 15, 4, True) == "OK"
+    rewound = commits((0, 50, 1), (10, 20, 31))
+    assert burrow.partition_status(rewound, 15, 31, True) == "REWIND"
+    stopped = commits((0, 10, 5), (40, 20, 5))
+    assert burrow.partition_status(stopped, 200, 9, False) == "STOP"
+    assert burrow.partition_status(stopped, 200, 9, True) == "STALL"
+    assert burrow.partition_status(stopped, 200, 0, False) == "OK"  # caught up: not an error
+    assert burrow.group_status(["OK", "WARN"]) == "WARN"
+    assert burrow.group_status(["OK", "STALL", "WARN"]) == "ERR"
+    assert burrow.catch_up_s(100, 30.0, 10.0) == 5.0
+    assert burrow.catch_up_s(100, 10.0, 30.0) is None
+
+
+def test_window_records_changes_only_and_rates():
+    w = burrow.PartitionWindow(size=3)
+    for ts, offset in [(0, 0), (1, 0), (2, 100), (3, 100), (4, 300), (5, 400)]:
+        w.observe(ts, offset, 0)
+    assert [c.offset for c in w.commits] == [100, 300, 400]
+    assert w.consume_rate() == pytest.approx(100.0)
+
+
+def test_formats():
+    assert fmt.num(1234567) == "1,234,567"
+    assert fmt.size(1536) == "1.5 KiB"
+    assert fmt.duration_ms(850) == "850 ms"
+    assert fmt.duration_ms(190_000) == "3 min 10 s"
+    assert fmt.rate(12.345) == "12/s"
+    assert fmt.timestamp(0) == "1970-01-01 00:00:00.000Z"
+    assert fmt.num(None) == fmt.size(None) == "—"
+
+
+def test_rendering_records():
+    assert messages.render(b'{"a": 1}', "json") == '{\n  "a": 1\n}'
+    assert messages.render(b"not json", "json") == "not json"
+    assert messages.render(b"AB\x00", "hex") == "00000000  41 42 00" + " " * 41 + "AB."
+    assert messages.render(None, "text") is None
+    assert messages.parse_when("2026-01-01T00:00:00Z") == 1767225600000
+    with pytest.raises(OpError):
+        messages.parse_when("yesterday")
+
+
+def test_channel_groups_are_valid_names():
+    assert channel_group("cluster") == "quill.cluster"
+    long = channel_group("topic:" + "x" * 249)
+    assert len(long) < 100 and long.startswith("quill.topic.")
+    assert channel_group("group:a b/c") != channel_group("group:a b/d")
+    assert channel_group("bogus") is None and channel_group("topic:") is None
+
+
+def test_isr_shrink_becomes_an_event_and_cells():
+    change = {
+        "kind": "partition_state",
+        "ts": 1,
+        "topic": "orders",
+        "partition": 2,
+        "old": {"leader": 1, "leader_epoch": 3, "isr": [1, 2, 3]},
+        "new": {"leader": 1, "leader_epoch": 3, "isr": [1, 2]},
+        "replicas": [1, 2, 3],
+    }
+    events, out = deltas.for_change(change, live={1, 2})
+    assert [e["kind"] for e in events] == ["isr_shrink"]
+    assert "out: 3" in events[0]["text"]
+    cells = out["topic:orders"]["set"]
+    assert cells["p:orders:2:isr"]["t"] == "1, 2"
+    assert 'class="rep out">3<' in cells["p:orders:2:replicas"]["h"]
+    assert "under-replicated" in cells["p:orders:2:state"]["h"]
+    assert out["cluster"]["events"] == events
+
+
+def test_leader_moves_and_initial_state_is_not_news():
+    change = {
+        "kind": "partition_state",
+        "ts": 1,
+        "topic": "t",
+        "partition": 0,
+        "old": {"leader": 1, "leader_epoch": 0, "isr": [1, 2]},
+        "new": {"leader": 2, "leader_epoch": 1, "isr": [2]},
+        "replicas": [1, 2],
+    }
+    events, _ = deltas.for_change(change, live={2})
+    assert [e["kind"] for e in events] == ["leader_change", "isr_shrink"]
+    first = {**change, "old": None, "initial": True}
+    assert deltas.for_change(first, live={2})[0] == []
