@@ -57,3 +57,63 @@ def assign_replicas(
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
     step = 1 + (shift + j) % (n - 1)
     return (first + step) % n
+
+
+def rack_alternated(brokers: dict[int, str]) -> list[int]:
+    """Brokers ordered rack by rack in turn (Kafka's getRackAlternatedBrokerList)."""
+    by_rack: dict[str, list[int]] = {}
+    for broker, rack in sorted(brokers.items()):
+        by_rack.setdefault(rack, []).append(broker)
+    racks = sorted(by_rack)
+    out: list[int] = []
+    while len(out) < len(brokers):
+        for rack in racks:
+            if by_rack[rack]:
+                out.append(by_rack[rack].pop(0))
+    return out
+
+
+def assign_replicas_rack_aware(
+    brokers: dict[int, str],
+    partitions: int,
+    replication_factor: int,
+    *,
+    start_partition: int = 0,
+    start_index: int | None = None,
+    next_shift: int | None = None,
+) -> dict[int, list[int]]:
+    """Kafka's rack-aware placement: the same walk over a rack-alternated broker list,
+    skipping a broker whose rack (or itself) already holds a replica of the partition
+    until every rack (or broker) has one."""
+    n = len(brokers)
+    if replication_factor > n:
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {replication_factor} larger than available brokers: {n}.",
+        )
+    ordered = rack_alternated(brokers)
+    n_racks = len(set(brokers.values()))
+    start = random.randrange(n) if start_index is None else start_index
+    shift = random.randrange(n) if next_shift is None else next_shift
+    result: dict[int, list[int]] = {}
+    current = start_partition
+    for _ in range(partitions):
+        if current > 0 and current % n == 0:
+            shift += 1
+        first = (current + start) % n
+        leader = ordered[first]
+        replicas, racks = [leader], {brokers[leader]}
+        k = 0
+        while len(replicas) < replication_factor:
+            candidate = ordered[_replica_index(first, shift, k, n)]
+            k += 1
+            rack = brokers[candidate]
+            if candidate in replicas:
+                continue
+            if rack in racks and len(racks) < n_racks:
+                continue
+            replicas.append(candidate)
+            racks.add(rack)
+        result[current] = replicas
+        current += 1
+    return result

@@ -10,7 +10,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from ..controller.assignment import assign_replicas
+from ..controller.assignment import assign_replicas, assign_replicas_rack_aware
 from ..log.config import LogConfig
 from ..protocol.errors import ErrorCode, KafkaError
 from ..zk.znodes import TopicAssignment
@@ -71,6 +71,15 @@ def _check_assignment(
             )
 
 
+def _assign(server: KafkaServer, partitions: int, rf: int, first: int) -> dict[int, list[int]]:
+    """Kafka's placement over the live brokers; rack-aware when every broker has a rack."""
+    brokers = server.cache.brokers
+    racks = {b: info.rack for b, info in brokers.items()}
+    if racks and all(r is not None for r in racks.values()):
+        return assign_replicas_rack_aware(racks, partitions, rf, start_partition=first)
+    return assign_replicas(sorted(brokers), partitions, rf, start_partition=first)
+
+
 async def create_topic(
     server: KafkaServer,
     name: str,
@@ -102,9 +111,7 @@ async def create_topic(
             num_partitions = server.config["num.partitions"]
         if replication_factor == -1:
             replication_factor = server.config["default.replication.factor"]
-        assignment = assign_replicas(
-            sorted(server.cache.brokers), num_partitions, replication_factor
-        )
+        assignment = _assign(server, num_partitions, replication_factor, 0)
     topic = TopicAssignment(partitions=assignment)
     rf = len(next(iter(assignment.values())))
     if validate_only:
@@ -167,9 +174,7 @@ async def add_partitions(
         new = {current + i: list(r) for i, r in enumerate(manual)}
         _check_assignment(server, new, current)
     else:
-        new = assign_replicas(
-            sorted(server.cache.brokers), count - current, rf, start_partition=current
-        )
+        new = _assign(server, count - current, rf, current)
     if validate_only:
         return
     assignment = await asyncio.to_thread(server.zk.get_topic_assignment, name)
