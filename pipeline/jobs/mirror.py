@@ -1,0 +1,64 @@
+"""Copy topics into another topic, exactly once (a streaming MirrorMaker).
+
+    python -m pipeline.jobs.mirror --from orders --to orders-copy --checkpoint DIR \\
+        [--from-pattern 'orders-.*'] [--keep-partition] [--available-now]
+
+Keys, values and headers are copied as they are; the sink adds one header,
+`quill.batch`, that names the micro-batch each record was written by. Records go to
+murmur2(key) % partitions of the destination (so per key, order is kept), or with
+--keep-partition to the partition number they came from. Stop it any way you like
+(even kill -9) and start it again with the same --checkpoint: nothing is copied twice
+or skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline.jobs import common
+
+
+def start(spark, args):
+    source = (
+        spark.readStream.format("quill")
+        .option("kafka.bootstrap.servers", args.bootstrap_server)
+        .option("startingOffsets", args.starting_offsets)
+        .option("includeHeaders", "true")
+    )
+    if args.from_pattern:
+        source = source.option("subscribePattern", args.from_pattern)
+    else:
+        source = source.option("subscribe", args.from_topics)
+    if args.max_offsets_per_trigger:
+        source = source.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    columns = ["key", "value", "headers"] + (["partition"] if args.keep_partition else [])
+    writer = (
+        source.load()
+        .select(*columns)
+        .writeStream.format("quill")
+        .option("kafka.bootstrap.servers", args.bootstrap_server)
+        .option("topic", args.to_topic)
+        .option("deliveryGuarantee", args.delivery)
+    )
+    return common.start_stream(writer, args)
+
+
+def parse_args(argv=None):
+    p = common.parser(__doc__.splitlines()[0], streaming=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--from", dest="from_topics", help="topics, comma-separated")
+    which.add_argument("--from-pattern", help="a regular expression for the topics")
+    p.add_argument("--to", dest="to_topic", required=True)
+    p.add_argument("--keep-partition", action="store_true")
+    p.add_argument("--delivery", choices=("exactly-once", "at-least-once"), default="exactly-once")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    spark = common.session(args, "quill-mirror")
+    return common.await_stream(start(spark, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
