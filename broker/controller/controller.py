@@ -305,19 +305,21 @@ class Controller:
             DataWatch(self.client, PreferredReplicaElectionZNode.path, self._preferred_watch)
             DataWatch(self.client, REASSIGN_PATH, self._reassign_watch)
         else:  # elected again: the watches exist, so catch up by hand
-            self._on_topics(self.zk.get_all_topics())
+            self._on_topics(self.zk.get_all_topics(), ensure_all=True)
             self._on_brokers(self.client.get_children(BrokerIdsZNode.path))
         self.reassigner.resume()
         self._events.put(("reassign_tick",))
 
-    def _on_topics(self, topics: list[str]) -> None:
+    def _on_topics(self, topics: list[str], ensure_all: bool = False) -> None:
         if self.epoch is None:
             return
         for topic in topics:
             if topic not in self._topic_watches:
                 self._topic_watches.add(topic)
+                # the watch fires at once: its "assignment" event creates missing states
                 DataWatch(self.client, TopicZNode.path(topic), self._topic_watch(topic))
-            self._ensure_states(topic)
+            elif ensure_all:
+                self._ensure_states(topic)
         self._topic_watches &= set(topics)
 
     def _preferred_watch(self, data, _stat) -> bool:
@@ -349,8 +351,9 @@ class Controller:
             return
         live = self._live_brokers()
         missing = {}
+        existing = self.zk.get_partition_states([(topic, p) for p in assignment.partitions])
         for partition, replicas in assignment.partitions.items():
-            if self.zk.get_partition_state(topic, partition) is not None:
+            if (topic, partition) in existing:
                 continue
             alive = [b for b in replicas if b in live]
             leader = alive[0] if alive else -1

@@ -273,6 +273,16 @@ class LogManager:
     def __len__(self) -> int:
         return len(self._logs)
 
+    def _dir_counts(self) -> dict[Path, int]:
+        """Partitions per log dir, kept up to date (recounting all logs for every new
+        partition made creating thousands of partitions quadratic)."""
+        if getattr(self, "_counts", None) is None:
+            self._counts = {d: 0 for d in self.log_dirs}
+            for lg in self._logs.values():
+                if lg.dir.parent in self._counts:
+                    self._counts[lg.dir.parent] += 1
+        return self._counts
+
     def get_or_create_log(
         self, topic: str, partition: int, config: LogConfig | None = None, now_ms: int | None = None
     ) -> Log:
@@ -282,11 +292,7 @@ class LogManager:
             return existing
         if config is not None:
             self.topic_configs[topic] = config
-        counts = {d: 0 for d in self.log_dirs}
-        for lg in self._logs.values():
-            parent = lg.dir.parent
-            if parent in counts:
-                counts[parent] += 1
+        counts = self._dir_counts()
         target = min(self.log_dirs, key=lambda d: counts[d])
         directory = target / f"{topic}-{partition}"
         lg = Log(
@@ -298,6 +304,7 @@ class LogManager:
         )
         fsync_dir(target)
         self._logs[(topic, partition)] = lg
+        counts[target] += 1
         return lg
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -311,6 +318,7 @@ class LogManager:
         """Rename ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete``; files go after
         file.delete.delay.ms (descriptors stay open until then for in-flight reads)."""
         lg = self._logs.pop((topic, partition), None)
+        self._counts = None
         if lg is None:
             return False
         self.cleaner.update_checkpoint(lg.dir.parent, (topic, partition), None)
