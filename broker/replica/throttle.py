@@ -20,13 +20,10 @@ class ReplicationQuota:
         self.samples = samples
         self._window: dict[int, int] = {}
 
-    def _now_s(self) -> int:
-        return int(time.monotonic())
-
     def record(self, nbytes: int) -> None:
         if self.rate >= UNTHROTTLED or nbytes <= 0:
             return
-        now = self._now_s()
+        now = int(time.monotonic())
         self._window[now] = self._window.get(now, 0) + nbytes
         for second in [s for s in self._window if s <= now - self.samples]:
             del self._window[second]
@@ -34,11 +31,13 @@ class ReplicationQuota:
     def exceeded(self) -> bool:
         if self.rate >= UNTHROTTLED:
             return False
-        now = self._now_s()
+        now = time.monotonic()
         recent = {s: b for s, b in self._window.items() if s > now - self.samples}
         if not recent:
             return False
-        elapsed = now - min(recent) + 1  # whole seconds the samples span, this one included
+        # the time the samples really span, the current second only as far as it has
+        # gone (counting it whole let bursts through), at least one second
+        elapsed = max(now - min(recent), 1.0)
         return sum(recent.values()) / elapsed > self.rate
 
 
