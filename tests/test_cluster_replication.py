@@ -385,3 +385,65 @@ def test_debugging_replica_id_reads_each_replicas_leo(cluster_factory):
     assert list_latest(-1).error_code == ErrorCode.not_leader_or_follower
     _wait(lambda: list_latest(-2).offset == 7, what="the follower's LEO")
     w.close()
+
+
+def test_stale_controller_epoch_is_refused(cluster_factory):
+    cluster = cluster_factory(1)
+    topic = _name("fence")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    epoch = int(cluster.zk_client().get("/controller_epoch")[0])
+    w = WireClient.for_bootstrap(cluster.bootstrap)
+    stale = w.request(
+        4,
+        4,
+        {
+            "controller_id": 99,
+            "controller_epoch": epoch - 1,
+            "topic_states": [
+                {
+                    "topic_name": topic,
+                    "partition_states": [
+                        {
+                            "partition_index": 0,
+                            "controller_epoch": epoch - 1,
+                            "leader": 99,
+                            "leader_epoch": 50,
+                            "isr": [99],
+                            "zk_version": 99,
+                            "replicas": [99],
+                        }
+                    ],
+                }
+            ],
+            "live_leaders": [],
+        },
+    )
+    assert stale.error_code == ErrorCode.stale_controller_epoch
+    assert (
+        w.request(
+            6,
+            7,
+            {
+                "controller_id": 99,
+                "controller_epoch": epoch - 1,
+                "topic_states": [],
+                "live_brokers": [],
+            },
+        ).error_code
+        == ErrorCode.stale_controller_epoch
+    )
+    assert (
+        w.request(
+            5, 3, {"controller_id": 99, "controller_epoch": epoch - 1, "topic_states": []}
+        ).error_code
+        == ErrorCode.stale_controller_epoch
+    )
+    # nothing changed: the broker still leads and serves the partition
+    from broker.protocol.records import build_batch
+
+    batch = build_batch([(None, b"still-leader", [], int(time.time() * 1000))])
+    assert w.produce(topic, 0, batch).error_code == ErrorCode.none
+    md = w.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    assert md.topics[0].partitions[0].leader_id == cluster.brokers[0].id
+    w.close()

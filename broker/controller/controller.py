@@ -14,6 +14,7 @@ returns). Replication and ISR management grow here with the cluster issue.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import queue
 import threading
@@ -29,6 +30,7 @@ from ..zk.znodes import (
     BrokerIdsZNode,
     ControllerZNode,
     DeleteTopicsZNode,
+    IsrChangeNotificationZNode,
     LeaderAndIsr,
     PreferredReplicaElectionZNode,
     TopicAssignment,
@@ -36,6 +38,8 @@ from ..zk.znodes import (
     TopicZNode,
 )
 from . import election
+from .channel import ControllerChannel
+from .context import ControllerContext
 from .reassignment import REASSIGN_PATH, Reassigner
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,41 @@ log = logging.getLogger(__name__)
 
 class NotControllerError(RuntimeError):
     pass
+
+
+class _TrackingZk:
+    """The controller's ZooKeeper client: every state or assignment it writes is marked,
+    so the end of the event sends exactly those partitions to the brokers."""
+
+    def __init__(self, zk: KafkaZkClient, controller: Controller) -> None:
+        self._zk = zk
+        self._c = controller
+
+    def __getattr__(self, name):
+        return getattr(self._zk, name)
+
+    def update_partition_state(self, topic, partition, state):
+        version = self._zk.update_partition_state(topic, partition, state)
+        if version is not None:
+            self._c._dirty_keys.add((topic, partition))
+        return version
+
+    def update_partition_states(self, states):
+        written = self._zk.update_partition_states(states)
+        self._c._dirty_keys.update(k for k, v in written.items() if v is not None)
+        return written
+
+    def create_partition_states(self, topic, states):
+        self._zk.create_partition_states(topic, states)
+        self._c._dirty_topics.add(topic)
+
+    def set_topic_assignment(self, topic, assignment):
+        self._zk.set_topic_assignment(topic, assignment)
+        self._c._dirty_topics.add(topic)
+
+    def delete_topic_znodes(self, topic):
+        self._zk.delete_topic_znodes(topic)
+        self._c._dirty_topics.add(topic)
 
 
 class Controller:
@@ -55,13 +94,20 @@ class Controller:
         auto_rebalance: bool = True,
         imbalance_interval_s: float = 300.0,
         imbalance_percentage: int = 10,
+        channel: ControllerChannel | None = None,
     ) -> None:
+        self.channel = channel
+        self.ctx = ControllerContext(zk)
+        self._dirty_keys: set[tuple[str, int]] = set()
+        self._dirty_topics: set[str] = set()
+        self._new_brokers: set[int] = set()
+        self._metadata_dirty = False
         self.unclean_default = unclean_default
         self.auto_rebalance = auto_rebalance
         self.imbalance_interval_s = imbalance_interval_s
         self.imbalance_percentage = imbalance_percentage
         self.unclean_elections = 0
-        self.zk = zk
+        self.zk = _TrackingZk(zk, self)
         self.client = zk.zk
         self.broker_id = broker_id
         self.epoch: int | None = None
@@ -115,6 +161,7 @@ class Controller:
                 return
             try:
                 getattr(self, "_on_" + event[0])(*event[1:])
+                self._publish()
             except Exception:
                 log.exception("controller event %s failed", event[0])
 
@@ -274,9 +321,72 @@ class Controller:
             self._events.put(("reassign_znode",))
         return True
 
+    def _on_isr_notifications(self, children: list[str]) -> None:
+        """Leaders changed ISRs: refresh those partitions and tell every broker."""
+        if self.epoch is None or not children:
+            return
+        keys = set()
+        for child in children:
+            path = f"{IsrChangeNotificationZNode.path}/{child}"
+            try:
+                data, _ = self.client.get(path)
+                keys |= {(p["topic"], int(p["partition"])) for p in json.loads(data)["partitions"]}
+                self.client.delete(path)
+            except NoNodeError:
+                continue
+        self.ctx.refresh_states(keys)
+        self._metadata_dirty = True
+
+    def _publish(self) -> None:
+        """Send what this event changed: LeaderAndIsr to the replicas of changed
+        partitions (everything to brokers that just joined), StopReplica to replicas
+        that lost a partition, and a full UpdateMetadata to every live broker."""
+        if self.epoch is None or self.channel is None:
+            self._dirty_keys.clear()
+            self._dirty_topics.clear()
+            self._new_brokers.clear()
+            self._metadata_dirty = False
+            return
+        if not (
+            self._dirty_keys or self._dirty_topics or self._new_brokers or self._metadata_dirty
+        ):
+            return
+        dropped = self.ctx.refresh_topics(sorted(self._dirty_topics))
+        keys = set(self._dirty_keys)
+        for topic in self._dirty_topics:
+            assignment = self.ctx.assign.get(topic)
+            keys |= {(topic, p) for p in (assignment.partitions if assignment else {})}
+        self.ctx.refresh_states(self._dirty_keys)
+        requests = self.ctx.leader_and_isr(keys, self.broker_id, self.epoch)
+        if self._new_brokers:
+            everything = self.ctx.leader_and_isr(list(self.ctx.states), self.broker_id, self.epoch)
+            for broker in self._new_brokers:
+                if broker in everything:
+                    requests[broker] = everything[broker]
+        for broker, body in requests.items():
+            self._send(broker, 4, 4, body)
+        for broker, parts in dropped.items():
+            self._send(
+                broker, 5, 3, ControllerContext.stop_replica(parts, self.broker_id, self.epoch)
+            )
+        metadata = self.ctx.update_metadata(self.broker_id, self.epoch)
+        for broker in self.ctx.brokers:
+            self._send(broker, 6, 7, metadata, coalesce="update_metadata")
+        self._dirty_keys.clear()
+        self._dirty_topics.clear()
+        self._new_brokers.clear()
+        self._metadata_dirty = False
+
+    def _send(self, broker: int, api_key: int, version: int, body: dict, coalesce=None) -> None:
+        info = self.ctx.brokers.get(broker)
+        if info is not None:
+            self.channel.send(broker, (info.host, info.port), api_key, version, body, coalesce)
+
     def _on_resign(self) -> None:
         if self.epoch is not None:
             log.info("broker %d resigns as controller (ZooKeeper session lost)", self.broker_id)
+            if self.channel is not None:
+                self.channel.close()
         self.epoch = None
 
     def _on_elect(self) -> None:
@@ -293,6 +403,9 @@ class Controller:
             return
         self.epoch = epoch
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, epoch)
+        self.ctx.load()
+        self._new_brokers = set(self.ctx.brokers)  # everyone gets the full picture
+        self._metadata_dirty = True
         if not self._watching:
             self._watching = True
             ChildrenWatch(self.client, TopicsZNode.path, lambda c: self._events.put(("topics", c)))
@@ -304,6 +417,11 @@ class Controller:
             )
             DataWatch(self.client, PreferredReplicaElectionZNode.path, self._preferred_watch)
             DataWatch(self.client, REASSIGN_PATH, self._reassign_watch)
+            ChildrenWatch(
+                self.client,
+                IsrChangeNotificationZNode.path,
+                lambda c: self._events.put(("isr_notifications", c)),
+            )
         else:  # elected again: the watches exist, so catch up by hand
             self._on_topics(self.zk.get_all_topics(), ensure_all=True)
             self._on_brokers(self.client.get_children(BrokerIdsZNode.path))
@@ -314,6 +432,8 @@ class Controller:
         if self.epoch is None:
             return
         for topic in topics:
+            if topic not in self.ctx.assign:
+                self._dirty_topics.add(topic)
             if topic not in self._topic_watches:
                 self._topic_watches.add(topic)
                 # the watch fires at once: its "assignment" event creates missing states
@@ -339,6 +459,7 @@ class Controller:
 
     def _on_assignment(self, topic: str) -> None:
         if self.epoch is not None:
+            self._dirty_topics.add(topic)
             self._ensure_states(topic)
 
     def _live_brokers(self) -> set[int]:
@@ -380,6 +501,13 @@ class Controller:
         if self.epoch is None:
             return
         live = {int(b) for b in children}
+        joined, left = self.ctx.refresh_brokers()
+        for broker_id in left:
+            if self.channel is not None:
+                self.channel.remove_broker(broker_id)
+        if joined or left:
+            self._new_brokers |= joined
+            self._metadata_dirty = True
         for topic in self.zk.get_all_topics():
             assignment = self.zk.get_topic_assignment(topic)
             if assignment is None:

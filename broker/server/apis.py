@@ -38,6 +38,9 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     1: ("Fetch", 4, 12),
     2: ("ListOffsets", 0, 7),  # v0 by hand (kio has v1+): Burrow and other sarama tools
     3: ("Metadata", 0, 12),
+    4: ("LeaderAndIsr", 4, 4),
+    5: ("StopReplica", 3, 3),
+    6: ("UpdateMetadata", 7, 7),
     7: ("ControlledShutdown", 3, 3),
     8: ("OffsetCommit", 2, 9),
     9: ("OffsetFetch", 1, 8),  # v8: groups[]; v9+ is KIP-848's member epochs
@@ -75,6 +78,7 @@ def _registry() -> dict[int, HandlerFn]:
         admin,
         configs,
         controller_ops,
+        controller_requests,
         fetch,
         group,
         metadata,
@@ -88,6 +92,9 @@ def _registry() -> dict[int, HandlerFn]:
         1: fetch.handle_fetch,
         2: offsets.handle_list_offsets,
         3: metadata.handle_metadata,
+        4: controller_requests.handle_leader_and_isr,
+        5: controller_requests.handle_stop_replica,
+        6: controller_requests.handle_update_metadata,
         7: controller_ops.handle_controlled_shutdown,
         8: offsets_commit.handle_offset_commit,
         9: offsets_commit.handle_offset_fetch,

@@ -14,6 +14,7 @@ import signal
 import time
 
 from ..client.connection import BrokerConnection
+from ..controller.channel import ControllerChannel
 from ..controller.controller import Controller
 from ..coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from ..coordinator.producer_id import ProducerIdManager
@@ -41,6 +42,8 @@ class KafkaServer:
         self.default_log_config = LogConfig.from_broker_props(config.raw)
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self.broker_dynamic: dict[str, dict[str, str]] = {}
+        self.controller_epoch_seen = 0  # the newest controller this broker has heard from
+        self.metadata_ready = asyncio.Event()  # set by the first UpdateMetadata
         self.cache = MetadataCache(config.broker_id)
         self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
         self.logs: LogManager | None = None
@@ -103,6 +106,20 @@ class KafkaServer:
         await asyncio.to_thread(self.zk.notify_isr_change, [(part.topic, part.index)])
         return True
 
+    # -- metadata from the controller ----------------------------------------------------
+    def metadata_updated(self) -> None:
+        self.metadata_ready.set()
+        if self.cluster_sync is not None:
+            self.cluster_sync.notify()
+
+    async def wait_metadata(self, timeout_s: float = 10.0) -> None:
+        """Right after start-up, until the controller's first UpdateMetadata arrives."""
+        if not self.metadata_ready.is_set():
+            try:
+                await asyncio.wait_for(self.metadata_ready.wait(), timeout_s)
+            except TimeoutError:
+                log.warning("no UpdateMetadata from a controller yet; answering from what is known")
+
     # -- dynamic broker configs (replication throttles) -------------------------------------
     def on_broker_config(self, entity: str, config: dict[str, str]) -> None:
         self.broker_dynamic[entity] = config
@@ -161,6 +178,7 @@ class KafkaServer:
         self.controller = Controller(
             self.zk,
             cfg.broker_id,
+            channel=ControllerChannel(loop, cfg.broker_id),
             unclean_default=cfg["unclean.leader.election.enable"],
             auto_rebalance=cfg["auto.leader.rebalance.enable"],
             imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
@@ -267,6 +285,8 @@ class KafkaServer:
             await self._controlled_shutdown()
         if self.controller is not None:
             self.controller.stop()
+            if self.controller.channel is not None:
+                await self.controller.channel.aclose()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         await self.fetchers.shutdown()

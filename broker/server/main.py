@@ -86,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 2
     except KeyboardInterrupt:
-        return 0
-    return 0
+        pass
+    # The logs are flushed and checkpointed by now: a library thread still blocked on a
+    # closed connection must not keep a stopped broker alive.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ async def create_topic(
 ) -> tuple[str, int, int, LogConfig]:
     """Validate and create; returns (topic id, partitions, rf, config). Raises KafkaError."""
     validate_topic_name(name)
+    await server.wait_metadata()
     if name in server.cache.topics or await asyncio.to_thread(server.zk.topic_exists, name):
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     configs = dict(configs or {})

@@ -77,6 +77,7 @@ async def _auto_create(server: KafkaServer, name: str) -> dict:
 
 
 async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    await server.wait_metadata()
     cache = server.cache
     version = header.api_version
     requested = req.topics
@@ -137,6 +138,7 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
 
 
 async def handle_describe_cluster(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    await server.wait_metadata()
     cache = server.cache
     return {
         "throttle_time": 0,

@@ -1,0 +1,171 @@
+"""ControllerContext: the controller's picture of the cluster, and the requests it sends.
+
+Loaded from ZooKeeper when a broker becomes controller, refreshed for exactly the
+partitions and topics the controller changed (or leaders reported through
+/isr_change_notification). From it the controller builds LeaderAndIsr for the
+replicas of changed partitions, StopReplica for replicas that lost a partition, and
+a full UpdateMetadata for every live broker.
+"""
+
+from __future__ import annotations
+
+from ..zk.client import KafkaZkClient
+from ..zk.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment, topic_id_bytes
+
+TopicPartition = tuple[str, int]
+
+
+class ControllerContext:
+    def __init__(self, zk: KafkaZkClient) -> None:
+        self.zk = zk
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.assign: dict[str, TopicAssignment] = {}
+        self.states: dict[TopicPartition, LeaderAndIsr] = {}
+
+    # -- loading ---------------------------------------------------------------------------
+    def load(self) -> None:
+        self.brokers, self.assign, self.states = {}, {}, {}
+        self.refresh_brokers()
+        self.refresh_topics(self.zk.get_all_topics())
+
+    def refresh_brokers(self) -> tuple[set[int], set[int]]:
+        """(joined, left) since the last look."""
+        ids = {int(b) for b in self.zk.zk.get_children("/brokers/ids")}
+        joined, left = ids - set(self.brokers), set(self.brokers) - ids
+        for broker_id in left:
+            del self.brokers[broker_id]
+        for broker_id in joined:
+            info = self.zk.get_broker(broker_id)
+            if info is not None:
+                self.brokers[broker_id] = info
+        return joined, left
+
+    def refresh_topics(self, topics) -> dict[int, list[TopicPartition]]:
+        """Re-read assignments and states of ``topics``; returns, per broker, the
+        partitions it no longer replicates (reassigned away, or the topic deleted)."""
+        dropped: dict[int, list[TopicPartition]] = {}
+        for topic in topics:
+            old = self.assign.get(topic)
+            new = self.zk.get_topic_assignment(topic)
+            old_parts = old.partitions if old else {}
+            new_parts = new.partitions if new else {}
+            for partition, replicas in old_parts.items():
+                for broker in set(replicas) - set(new_parts.get(partition, [])):
+                    dropped.setdefault(broker, []).append((topic, partition))
+            if new is None:
+                self.assign.pop(topic, None)
+                for partition in old_parts:
+                    self.states.pop((topic, partition), None)
+            else:
+                self.assign[topic] = new
+                self.refresh_states([(topic, p) for p in new_parts])
+        return dropped
+
+    def refresh_states(self, keys) -> None:
+        keys = [k for k in keys if k[0] in self.assign]
+        for key, state in self.zk.get_partition_states(keys).items():
+            self.states[key] = state
+
+    # -- requests ----------------------------------------------------------------------------
+    def replicas(self, key: TopicPartition) -> list[int]:
+        assignment = self.assign.get(key[0])
+        return list(assignment.partitions.get(key[1], [])) if assignment else []
+
+    def leader_and_isr(self, keys, controller_id: int, epoch: int) -> dict[int, dict]:
+        """One LeaderAndIsr v4 body per live broker that replicates any of ``keys``."""
+        by_broker: dict[int, dict[str, list[dict]]] = {}
+        for key in keys:
+            state = self.states.get(key)
+            assignment = self.assign.get(key[0])
+            if state is None or assignment is None:
+                continue
+            entry = {
+                "partition_index": key[1],
+                "controller_epoch": state.controller_epoch,
+                "leader": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "isr": list(state.isr),
+                "zk_version": state.zk_version,
+                "replicas": self.replicas(key),
+                "adding_replicas": list(assignment.adding_replicas.get(key[1], [])),
+                "removing_replicas": list(assignment.removing_replicas.get(key[1], [])),
+            }
+            for broker in self.replicas(key):
+                if broker in self.brokers:
+                    by_broker.setdefault(broker, {}).setdefault(key[0], []).append(entry)
+        leaders = {s.leader for s in self.states.values() if s.leader in self.brokers}
+        live_leaders = [
+            {"broker_id": b, "host_name": self.brokers[b].host, "port": self.brokers[b].port}
+            for b in sorted(leaders)
+        ]
+        return {
+            broker: {
+                "controller_id": controller_id,
+                "controller_epoch": epoch,
+                "topic_states": [
+                    {"topic_name": t, "partition_states": ps} for t, ps in sorted(topics.items())
+                ],
+                "live_leaders": live_leaders,
+            }
+            for broker, topics in by_broker.items()
+        }
+
+    def update_metadata(self, controller_id: int, epoch: int) -> dict:
+        """A full UpdateMetadata v7 body: every live broker and every partition."""
+        topics = []
+        for name, assignment in sorted(self.assign.items()):
+            partitions = []
+            for partition, replicas in sorted(assignment.partitions.items()):
+                state = self.states.get((name, partition))
+                if state is None:
+                    continue
+                partitions.append(
+                    {
+                        "partition_index": partition,
+                        "controller_epoch": state.controller_epoch,
+                        "leader": state.leader,
+                        "leader_epoch": state.leader_epoch,
+                        "isr": list(state.isr),
+                        "zk_version": state.zk_version,
+                        "replicas": list(replicas),
+                        "offline_replicas": [b for b in replicas if b not in self.brokers],
+                    }
+                )
+            topics.append(
+                {
+                    "topic_name": name,
+                    "topic_id": topic_id_bytes(assignment.topic_id),
+                    "partition_states": partitions,
+                }
+            )
+        brokers = []
+        for broker_id, info in sorted(self.brokers.items()):
+            endpoints = []
+            for uri in info.endpoints:
+                listener, rest = uri.split("://", 1)
+                host, port = rest.rsplit(":", 1)
+                endpoints.append(
+                    {"port": int(port), "host": host, "listener": listener, "security_protocol": 0}
+                )
+            brokers.append({"id": broker_id, "endpoints": endpoints, "rack": info.rack})
+        return {
+            "controller_id": controller_id,
+            "controller_epoch": epoch,
+            "topic_states": topics,
+            "live_brokers": brokers,
+        }
+
+    @staticmethod
+    def stop_replica(keys, controller_id: int, epoch: int, delete: bool = True) -> dict:
+        by_topic: dict[str, list[dict]] = {}
+        for topic, partition in keys:
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "leader_epoch": -2, "delete_partition": delete}
+            )
+        return {
+            "controller_id": controller_id,
+            "controller_epoch": epoch,
+            "topic_states": [
+                {"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()
+            ],
+        }

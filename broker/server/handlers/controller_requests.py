@@ -1,0 +1,130 @@
+"""Requests brokers take from the controller: LeaderAndIsr, UpdateMetadata, StopReplica.
+
+Each is fenced by the controller epoch: a request from an older controller than one
+this broker has already heard from gets STALE_CONTROLLER_EPOCH and changes nothing.
+LeaderAndIsr with a leader epoch older than the partition's current one is refused
+for that partition the same way, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import RequestHeader
+from ...replica.partition import PartitionState
+from ...zk.znodes import BrokerInfo
+from ..metadata_cache import TopicMeta
+
+if TYPE_CHECKING:
+    from ..kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+
+def _fenced(server: KafkaServer, req: Any) -> bool:
+    if req.controller_epoch < server.controller_epoch_seen:
+        log.warning(
+            "refused a request from controller %d at epoch %d: the current epoch is %d",
+            req.controller_id,
+            req.controller_epoch,
+            server.controller_epoch_seen,
+        )
+        return True
+    server.controller_epoch_seen = req.controller_epoch
+    return False
+
+
+async def handle_leader_and_isr(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    if _fenced(server, req):
+        return {"error_code": ErrorCode.stale_controller_epoch, "partition_errors": []}
+    errors = []
+    for topic in req.topic_states:
+        for ps in topic.partition_states:
+            code = ErrorCode.none
+            part = server.replicas.partitions.get((topic.topic_name, ps.partition_index))
+            current = part.state if part is not None else None
+            if current is not None and ps.leader_epoch < current.leader_epoch:
+                code = ErrorCode.stale_controller_epoch
+            else:
+                state = PartitionState(
+                    leader=ps.leader,
+                    leader_epoch=ps.leader_epoch,
+                    isr=list(ps.isr),
+                    replicas=list(ps.replicas),
+                    controller_epoch=ps.controller_epoch,
+                    zk_version=ps.zk_version,
+                )
+                try:
+                    server.replicas.apply_state(topic.topic_name, ps.partition_index, state)
+                except Exception:  # noqa: BLE001 - one bad partition must not stop the rest
+                    log.exception("could not apply %s-%d", topic.topic_name, ps.partition_index)
+                    code = ErrorCode.kafka_storage_error
+            errors.append(
+                {
+                    "topic_name": topic.topic_name,
+                    "partition_index": ps.partition_index,
+                    "error_code": code,
+                }
+            )
+    return {"error_code": ErrorCode.none, "partition_errors": errors}
+
+
+async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    if _fenced(server, req):
+        return {"error_code": ErrorCode.stale_controller_epoch}
+    cache = server.cache
+    brokers = {}
+    for b in req.live_brokers:
+        endpoints = [f"{e.listener}://{e.host}:{e.port}" for e in b.endpoints]
+        first = b.endpoints[0]
+        brokers[b.id] = BrokerInfo(b.id, first.host, first.port, endpoints, rack=b.rack)
+    topics = {}
+    for t in req.topic_states:
+        topic_id = (
+            base64.urlsafe_b64encode(t.topic_id.bytes).rstrip(b"=").decode() if t.topic_id else ""
+        )
+        meta = TopicMeta(t.topic_name, topic_id, {})
+        for ps in t.partition_states:
+            meta.replicas[ps.partition_index] = list(ps.replicas)
+            meta.states[ps.partition_index] = PartitionState(
+                leader=ps.leader,
+                leader_epoch=ps.leader_epoch,
+                isr=list(ps.isr),
+                replicas=list(ps.replicas),
+                controller_epoch=ps.controller_epoch,
+                zk_version=ps.zk_version,
+            )
+        topics[t.topic_name] = meta
+    cache.brokers = brokers
+    cache.topics = topics
+    cache.controller_id = req.controller_id
+    server.metadata_updated()
+    return {"error_code": ErrorCode.none}
+
+
+async def handle_stop_replica(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    if _fenced(server, req):
+        return {"error_code": ErrorCode.stale_controller_epoch, "partition_errors": []}
+    errors = []
+    for topic in req.topic_states:
+        for ps in topic.partition_states:
+            server.replicas.stop_replica(
+                topic.topic_name, ps.partition_index, delete=ps.delete_partition
+            )
+            log.info(
+                "%s-%d: stopped by the controller%s",
+                topic.topic_name,
+                ps.partition_index,
+                " and deleted" if ps.delete_partition else "",
+            )
+            errors.append(
+                {
+                    "topic_name": topic.topic_name,
+                    "partition_index": ps.partition_index,
+                    "error_code": ErrorCode.none,
+                }
+            )
+    return {"error_code": ErrorCode.none, "partition_errors": errors}
