@@ -180,6 +180,17 @@ def test_operator_journey(stack, page):
     assert_not_reloaded(page)
     shot(page, "03-group-lag")
 
+    # Live tail on the Messages page: new records are appended without a reload.
+    open_live(page, f"{url}/messages/?topic={topic}&partition=0&mode=end&limit=5&format=json")
+    page.check("#tail-toggle")
+    page.wait_for_selector("#tail-state:has-text('live from offset 1,500')")
+    produce(cluster.bootstrap, topic, 3)
+    page.wait_for_selector('#records tr[data-offset="1502"]')
+    tailed = page.locator("#records tr[data-offset]")
+    assert tailed.count() == 3 and '"n": 2' in tailed.nth(2).text_content()
+    assert_not_reloaded(page)
+    shot(page, "03b-messages-live-tail")
+
     # kill -9 a follower: the ISR shrink appears on the open topic page.
     open_live(page, f"{url}/topics/{topic}/")
     isr_key = f"p:{topic}:0:isr"

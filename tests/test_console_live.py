@@ -153,6 +153,76 @@ async def test_produce_moves_the_high_watermark_cell(live, monitor):
     await comm.disconnect()
 
 
+async def tail_batches(comm, want: int) -> list[dict]:
+    """Records from tail_records messages until `want` have arrived."""
+    got: list[dict] = []
+    while len(got) < want:
+        data = await wait_for(comm, lambda d: "tail_records" in d or "tail_error" in d)
+        assert "tail_error" not in data, data
+        got += data["tail_records"]["records"]
+    return got
+
+
+async def test_live_tail_sends_exactly_the_new_records_of_one_partition(live):
+    from confluent_kafka import Producer
+
+    name = f"tail-{uuid.uuid4().hex[:6]}"
+    await sync_to_async(admin.create_topic)(name, 2, 1, {})
+    producer = Producer({"bootstrap.servers": live.bootstrap, "linger.ms": 0})
+
+    def produce(partition: int, items: list[tuple[bytes | None, bytes]], headers=None):
+        for key, value in items:
+            producer.produce(name, value=value, key=key, partition=partition, headers=headers)
+        assert producer.flush(15) == 0
+
+    old = [(None, b"old-%d" % i) for i in range(3)]
+    for _ in range(100):  # the leader is elected a moment after creation
+        try:
+            await sync_to_async(produce)(1, old)
+            break
+        except AssertionError:
+            await asyncio.sleep(0.1)
+    comm, _, _ = await connect(f"topic:{name}")
+    await comm.receive_json_from()  # hello
+    await comm.send_json_to({"tail": {"topic": name, "partition": 1, "format": "json"}})
+    started = await wait_for(comm, lambda d: "tail" in d)
+    assert started["tail"] == {"topic": name, "partition": 1, "format": "json", "from": 3}
+
+    new = [(b"k%d" % i, json.dumps({"n": i, "s": "é"}).encode()) for i in range(5)]
+    await sync_to_async(produce)(0, [(None, b"other partition")])
+    await sync_to_async(produce)(1, new, [("trace", b"t-1")])
+    got = await tail_batches(comm, 5)
+    assert [r["offset"] for r in got] == [3, 4, 5, 6, 7]
+    assert [r["key"] for r in got] == [f"k{i}" for i in range(5)]
+    assert [r["value"] for r in got] == [
+        json.dumps({"n": i, "s": "é"}, indent=2, ensure_ascii=False) for i in range(5)
+    ]
+    assert all(r["headers"] == [["trace", "t-1"]] for r in got)
+    assert all(r["timestamp"] > 0 and r["ts_text"].endswith("Z") for r in got)
+
+    # Switching to hex restarts the tail at the (new) end.
+    await comm.send_json_to({"tail": {"topic": name, "partition": 1, "format": "hex"}})
+    started = await wait_for(comm, lambda d: "tail" in d)
+    assert started["tail"]["from"] == 8
+    await sync_to_async(produce)(1, [(None, b"\x00\x01AB")])
+    (rec,) = await tail_batches(comm, 1)
+    assert rec["offset"] == 8 and rec["value"].startswith("00000000  00 01 41 42")
+
+    # Bad input is an error with field detail; untail stops the records.
+    await comm.send_json_to({"tail": {"topic": name, "partition": 7, "format": "text"}})
+    error = await wait_for(comm, lambda d: "tail_error" in d)
+    assert "partition" in error["tail_error"]["errors"]
+    await comm.send_json_to({"tail": {"topic": name, "partition": 1, "format": "text"}})
+    await wait_for(comm, lambda d: "tail" in d)
+    await comm.send_json_to({"untail": True})
+    assert (await wait_for(comm, lambda d: "tail" in d)) == {"tail": None}
+    await sync_to_async(produce)(1, [(None, b"after untail")])
+    await asyncio.sleep(1.0)
+    while not await comm.receive_nothing(timeout=0.1):
+        assert "tail_records" not in await comm.receive_json_from()
+    await comm.disconnect()
+
+
 async def test_quota_change_and_broker_leaving_are_events(live, monitor):
     from console.ops import Actor
     from console.ops.quotas import set_quotas

@@ -215,6 +215,29 @@ def group_offsets(group_id: str) -> dict[tuple[str, int], int]:
     }
 
 
+def groups_offsets(group_ids: list[str]) -> dict[str, dict[tuple[str, int], int] | OpError]:
+    """Committed offsets of many groups: every OffsetFetch is sent before any answer is
+    awaited (librdkafka takes one group per request), so N groups cost one round trip,
+    not N. A group whose offsets could not be read maps to its OpError."""
+    fs = {
+        gid: client().list_consumer_group_offsets([ConsumerGroupTopicPartitions(gid)])[gid]
+        for gid in group_ids
+    }
+    out: dict = {}
+    for gid, f in fs.items():
+        try:
+            result = _result(f, f"Reading offsets of group {gid!r}")
+        except OpError as exc:
+            out[gid] = exc
+            continue
+        out[gid] = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in result.topic_partitions
+            if tp.error is None and tp.offset >= 0
+        }
+    return out
+
+
 def alter_group_offsets(group_id: str, new: dict[tuple[str, int], int]):
     tps = [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())]
     fs = client().alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id, tps)])

@@ -132,12 +132,12 @@ class GroupSampler:
             del self.windows[gone]
         out, consumed = {}, {}
         pending_ts = MAX_TIMESTAMP_LOOKUPS
+        all_committed = admin.groups_offsets([g["group_id"] for g in listed])
         for g in listed:
             gid = g["group_id"]
-            try:
-                committed = admin.group_offsets(gid)
-            except OpError as exc:
-                log.info("monitor: offsets of %s unavailable: %s", gid, exc.message)
+            committed = all_committed[gid]
+            if isinstance(committed, OpError):
+                log.info("monitor: offsets of %s unavailable: %s", gid, committed.message)
                 continue
             info = described.get(gid, {"state": g["state"], "members": []})
             status, pending_ts = self._group(gid, info, committed, s, now, pending_ts, deltas)

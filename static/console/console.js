@@ -141,6 +141,8 @@
       const filters = {};
       old.querySelectorAll("input[data-filter]").forEach((i) => (filters[i.dataset.filter] = i.value));
       old.replaceWith(fresh);
+      const box = document.getElementById("tail-toggle");
+      if (box && tail) box.checked = true;
       fresh.querySelectorAll("input[data-filter]").forEach((i) => {
         if (filters[i.dataset.filter]) { i.value = filters[i.dataset.filter]; applyFilter(i); }
       });
@@ -210,6 +212,78 @@
     drawCharts();
   }
 
+  // ------------------------------------------------------------ live tail (Messages)
+  // The toggle asks the socket for {"tail": {topic, partition, format}}; new records
+  // arrive as {"tail_records": {records: [...]}} and are appended, the last 500 kept.
+  const TAIL_ROWS = 500;
+  let socket = null, tail = null;
+
+  function tailState(text, cls) {
+    const el = document.getElementById("tail-state");
+    if (!el) return;
+    el.textContent = text;
+    el.className = cls || "muted";
+  }
+
+  function sendTail() {
+    if (!socket || socket.readyState !== WebSocket.OPEN) return;
+    socket.send(JSON.stringify(tail ? { tail } : { untail: true }));
+  }
+
+  function toggleTail(box) {
+    tail = box.checked
+      ? { topic: box.dataset.topic, partition: Number(box.dataset.partition), format: box.dataset.format }
+      : null;
+    tailState(tail ? "starting…" : "");
+    sendTail();
+  }
+
+  function appendTail(batch) {
+    const table = document.getElementById("records");
+    if (!tail || !table || batch.topic !== tail.topic || batch.partition !== tail.partition) return;
+    const body = table.tBodies[0];
+    const empty = body.querySelector("td[colspan]");
+    if (empty) empty.parentNode.remove();
+    for (const r of batch.records) {
+      const tr = document.createElement("tr");
+      tr.className = "flash";
+      tr.dataset.offset = r.offset;
+      const cell = (text, cls, pre) => {
+        const td = document.createElement("td");
+        if (cls) td.className = cls;
+        if (pre) {
+          const el = document.createElement("pre");
+          el.className = "val";
+          el.textContent = text;
+          td.appendChild(el);
+        } else td.textContent = text;
+        tr.appendChild(td);
+        return td;
+      };
+      cell(String(r.offset), "n");
+      cell(r.ts_text, "mono").title = r.timestamp_type;
+      cell(r.key === null ? "null" : r.key, "", true);
+      cell(r.value === null ? "null" : r.value, "wrap", true);
+      const headers = cell("", "mono");
+      if (!r.headers.length) headers.textContent = "—";
+      r.headers.forEach(([k, v], i) => {
+        if (i) headers.appendChild(document.createElement("br"));
+        headers.appendChild(document.createTextNode(`${k}=${v === null ? "null" : v}`));
+      });
+      cell(r.size.toLocaleString("en-US"), "n");
+      body.appendChild(tr);
+    }
+    while (body.rows.length > TAIL_ROWS) body.deleteRow(0);
+    const filter = document.querySelector('input[data-filter="#records"]');
+    if (filter && filter.value) applyFilter(filter);
+    const last = batch.records[batch.records.length - 1];
+    tailState(`live: up to offset ${last.offset.toLocaleString("en-US")}`, "txt-ok");
+  }
+
+  document.addEventListener("change", (e) => {
+    if (e.target.id === "tail-toggle") toggleTail(e.target);
+  });
+
   // ------------------------------------------------------------ websocket
   const dot = document.getElementById("livedot");
   function setState(state, title) {
@@ -223,10 +297,24 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const ws = new WebSocket(`${scheme}://${location.host}/ws/live/?subs=${encodeURIComponent(subs)}`);
     setState("connecting");
-    ws.onopen = () => { attempt = 0; setState("live", "Updates arrive as they happen."); };
+    socket = ws;
+    ws.onopen = () => {
+      attempt = 0;
+      setState("live", "Updates arrive as they happen.");
+      if (tail) sendTail(); // resume a tail after a reconnect (from the new end)
+    };
     ws.onmessage = (msg) => {
       const data = JSON.parse(msg.data);
       if (data.hello) return;
+      if (data.tail_records) return appendTail(data.tail_records);
+      if (data.tail !== undefined) {
+        if (data.tail) tailState(`live from offset ${data.tail.from.toLocaleString("en-US")}`, "txt-ok");
+        return;
+      }
+      if (data.tail_error) {
+        tailState(data.tail_error.message, "txt-err");
+        return;
+      }
       window.quillLastDelta = { at: Date.now(), data };
       if (data.set) for (const key in data.set) patch(key, data.set[key]);
       if (data.events) addEvents(data.events);
