@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> None:
         await KafkaServer(config).run()
+        # Stopped cleanly: logs flushed, checkpoints written, ZooKeeper closed. Exit now
+        # rather than wait for the loop's teardown, which joins executor threads that a
+        # ZooKeeper call made during shutdown may keep blocked.
+        logging.shutdown()
+        os._exit(0)
 
     try:
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
