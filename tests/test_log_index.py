@@ -87,3 +87,38 @@ def test_corrupt_index_files_are_detected(tmp_path) -> None:
     tpath.write_bytes(struct.pack(">qiqi", 2000, 1, 1000, 2))
     with pytest.raises(CorruptIndexError):
         TimeIndex(tpath, 0, 1024).sanity_check(10)
+
+
+def test_only_a_bounded_number_of_index_files_stay_open(tmp_path, monkeypatch) -> None:
+    """Ten thousand partitions must not need three descriptors each: past the cap the
+    least recently used index file is closed, and later appends, truncation and fsync
+    reopen it; every entry still lands in Kafka's format."""
+    import os
+
+    from broker.log import index as index_module
+
+    files = index_module._OpenIndexFiles(cap=3)
+    monkeypatch.setattr(index_module, "OPEN_INDEX_FILES", files)
+    before = len(os.listdir("/proc/self/fd"))
+    indexes = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 1024) for n in range(6)]
+    times = [TimeIndex(tmp_path / f"{n:020d}.timeindex", n, 1024) for n in range(6)]
+    for round_ in range(3):
+        for n, (idx, tix) in enumerate(zip(indexes, times, strict=True)):
+            idx.append(n + 10 * round_ + 1, 100 * round_)
+            tix.maybe_append(1_000 * (round_ + 1), n + 10 * round_ + 1)
+    assert len(files) == 3
+    assert len(os.listdir("/proc/self/fd")) - before == 3
+    for idx in indexes + times:
+        idx.flush()  # closed ones reopen to fsync, then count against the cap again
+    assert len(files) == 3
+    indexes[0].truncate_to(11)
+    for n, idx in enumerate(indexes):
+        kept = 1 if n == 0 else 3
+        want = b"".join(struct.pack(">ii", 1 + n + 10 * r - n, 100 * r) for r in range(kept))
+        assert idx.path.read_bytes() == want
+    for n, tix in enumerate(times):
+        want = b"".join(struct.pack(">qi", 1_000 * (r + 1), 1 + 10 * r) for r in range(3))
+        assert tix.path.read_bytes() == want
+    for idx in indexes + times:
+        idx.close()
+    assert len(files) == 0 and len(os.listdir("/proc/self/fd")) == before

@@ -12,6 +12,12 @@ with one ``os.write`` each. An index is loaded from its file lazily, on first us
 sanity checked then; a bad file raises ``CorruptIndexError`` so the segment can
 rebuild it from the ``.log``. Unlike Kafka we do not preallocate index files (no
 mmap), so a file's size is always its number of entries times the entry size.
+
+An index needs its file only for the occasional append (one entry per
+``index.interval.bytes`` of log), so at most ``MAX_OPEN_INDEX_FILES`` index files are
+held open per process, least recently used closed first: like Kafka, whose indexes
+are mmapped without a descriptor, a broker then needs about one descriptor per
+segment (its ``.log``), not three, and 10,000 partitions fit a 20,000 ulimit.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import os
 import struct
 import sys
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
@@ -35,6 +42,7 @@ __all__ = [
 NO_TIMESTAMP = -1
 _INT32_MAX = (1 << 31) - 1
 _BIG_ENDIAN = sys.byteorder == "big"
+MAX_OPEN_INDEX_FILES = 512
 
 
 class CorruptIndexError(Exception):
@@ -67,6 +75,38 @@ def _to_be(arr: array) -> bytes:
     return out.tobytes()
 
 
+class _OpenIndexFiles:
+    """The index files held open, least recently used first; past the cap the oldest
+    is closed (its entries stay in memory; a later append or fsync reopens it)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._open: dict[_Index, None] = {}  # insertion order = recency
+        self._lock = threading.Lock()
+
+    def fd(self, index: _Index) -> int:
+        with self._lock:
+            if index._fd is not None:
+                self._open.pop(index, None)
+                self._open[index] = None
+                return index._fd
+            while len(self._open) >= self.cap:
+                oldest = next(iter(self._open))
+                del self._open[oldest]
+                oldest._close_fd()
+            index._fd = os.open(index.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._open[index] = None
+            return index._fd
+
+    def forget(self, index: _Index) -> None:
+        with self._lock:
+            self._open.pop(index, None)
+            index._close_fd()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
 class _Index:
     """Shared file handling: lazy load, append, truncate, flush, rename, delete."""
 
@@ -84,9 +124,12 @@ class _Index:
     # --- file ----------------------------------------------------------------------------
 
     def _open(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
+        return OPEN_INDEX_FILES.fd(self)
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def _ensure_loaded(self) -> None:
         if self._loaded:
@@ -141,14 +184,13 @@ class _Index:
         self._dirty = True
 
     def flush(self) -> None:
-        if self._fd is not None and self._dirty:
-            os.fsync(self._fd)
+        if self._dirty:  # an fd closed since the write still fsyncs the same file
+            if self._fd is not None or self.path.exists():
+                os.fsync(self._open())
             self._dirty = False
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        OPEN_INDEX_FILES.forget(self)
 
     def rename(self, new_path: Path) -> None:
         if self.path.exists():
@@ -360,3 +402,6 @@ class TimeIndex(_Index):
         """Remove entries for offsets >= ``offset``."""
         self._ensure_loaded()
         self._truncate_to_entries(bisect_left(self._offsets, offset - self.base_offset))
+
+
+OPEN_INDEX_FILES = _OpenIndexFiles(MAX_OPEN_INDEX_FILES)

@@ -57,9 +57,29 @@ def _event_loop_factory():
     return asyncio.new_event_loop
 
 
+def _raise_open_files_limit() -> None:
+    """Every segment keeps its .log open (as in Kafka), so lift the soft limit on open
+    files to the hard one and say what the broker got."""
+    import resource  # noqa: PLC0415 - POSIX only, used once
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, exc)
+    log.info(
+        "open files limit %s: about one per log segment is needed; raise it (ulimit -n) "
+        "for more partitions",
+        "unlimited" if soft == resource.RLIM_INFINITY else f"{soft:,}",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     _setup_logging(args.log_level)
+    _raise_open_files_limit()
     overrides = {}
     for item in args.override:
         key, sep, value = item.partition("=")
