@@ -7,6 +7,7 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from broker.protocol.fetch_response import PartitionData, encode_fetch_response
+from broker.protocol.list_offsets_response import OffsetAnswer, encode_list_offsets_response
 from broker.protocol.messages import (
     ProtocolError,
     RequestHeader,
@@ -64,6 +65,31 @@ def test_fetch_response_matches_kio(version):
     assert p1.error_code == 1 and p1.high_watermark == -1
     if version >= 5:
         assert p1.log_start_offset == -1
+
+
+@pytest.mark.parametrize("version", range(1, 8))
+def test_list_offsets_response_matches_kio(version):
+    answers = [OffsetAnswer(0, 0, -1, 1234, 7), OffsetAnswer(5, 6, -1, -1, -1)]
+    timed = [OffsetAnswer(2, 0, 1_700_000_000_123, 99, 3)]
+    frame = encode_list_offsets_response(
+        version, 42, [("orders", answers), ("cl\u00e9s", timed), ("none", [])]
+    )
+    (size, corr) = struct.unpack_from(">ii", frame)
+    assert size == len(frame) - 4 and corr == 42
+    body_start = 8 + (1 if version >= 6 else 0)
+    body, used = entity_reader(load_response_schema(2, version))(frame, body_start)
+    assert body_start + used == len(frame)
+    if version >= 2:
+        assert body.throttle_time.total_seconds() == 0
+    orders, keys, none = body.topics
+    names = (orders.name, keys.name, none.name, none.partitions)
+    assert names == ("orders", "cl\u00e9s", "none", ())
+    got = [(p.partition_index, p.error_code, p.offset) for p in orders.partitions]
+    assert got == [(0, 0, 1234), (5, 6, -1)]
+    (p,) = keys.partitions
+    assert p.offset == 99 and p.timestamp == 1_700_000_000_123
+    if version >= 4:
+        assert [q.leader_epoch for q in orders.partitions] == [7, -1] and p.leader_epoch == 3
 
 
 def test_build_fills_versions_and_round_trips():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.list_offsets_response import OffsetAnswer, encode_list_offsets_response
 from ...protocol.messages import RequestHeader
 
 if TYPE_CHECKING:
@@ -16,7 +17,9 @@ EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 DEBUGGING_REPLICA_ID = -2
 
 
-def _list_offset(server: KafkaServer, topic: str, index: int, p: Any, replica_id: int = -1) -> dict:
+def _list_offset(
+    server: KafkaServer, topic: str, index: int, p: Any, replica_id: int = -1
+) -> OffsetAnswer:
     part = server.replicas.get_partition(topic, index)
     ts = p.timestamp
     epoch = part.leader_epoch
@@ -25,39 +28,35 @@ def _list_offset(server: KafkaServer, topic: str, index: int, p: Any, replica_id
         # (no isolation level): how tools see each replica's log end offset
         log = part.log
         if ts == LATEST:
-            return {"timestamp": -1, "offset": log.log_end_offset, "leader_epoch": epoch}
+            return OffsetAnswer(index, 0, -1, log.log_end_offset, epoch)
     else:
         log = part.require_leader()
         part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
     if ts == EARLIEST:
-        return {"timestamp": -1, "offset": log.log_start_offset, "leader_epoch": epoch}
+        return OffsetAnswer(index, 0, -1, log.log_start_offset, epoch)
     if ts == LATEST:
-        return {"timestamp": -1, "offset": log.high_watermark, "leader_epoch": epoch}
+        return OffsetAnswer(index, 0, -1, log.high_watermark, epoch)
     if ts < 0 and ts != MAX_TIMESTAMP:
         raise KafkaError(ErrorCode.invalid_request, f"invalid timestamp {ts}")
     found = log.fetch_offset_by_timestamp(ts)
     if found is None or found.offset >= log.high_watermark:
-        return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+        return OffsetAnswer(index, 0, -1, -1, -1)
     found_epoch = found.leader_epoch if found.leader_epoch is not None else -1
-    return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": found_epoch}
+    return OffsetAnswer(index, 0, found.timestamp, found.offset, found_epoch)
 
 
-async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: Any) -> bytes:
+    replica_id = getattr(req, "replica_id", -1)
     topics = []
     for t in req.topics:
-        partitions = []
+        answers = []
         for p in t.partitions:
             try:
-                entry = _list_offset(
-                    server, t.name, p.partition_index, p, getattr(req, "replica_id", -1)
-                )
-                entry["error_code"] = ErrorCode.none
+                answers.append(_list_offset(server, t.name, p.partition_index, p, replica_id))
             except KafkaError as exc:
-                entry = {"error_code": exc.code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            entry["partition_index"] = p.partition_index
-            partitions.append(entry)
-        topics.append({"name": t.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
+                answers.append(OffsetAnswer(p.partition_index, int(exc.code), -1, -1, -1))
+        topics.append((t.name, answers))
+    return encode_list_offsets_response(header.api_version, header.correlation_id, topics)
 
 
 async def handle_delete_records(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
