@@ -2,9 +2,10 @@
 
     python bench/console_monitor.py                       # 10 topics x 1,000, 100 groups, 60 s
     python bench/console_monitor.py --topics 2 --partitions 500 --seconds 20
+    python bench/console_monitor.py --brokers 3 --replication-factor 3
 
-Starts ZooKeeper, one broker and Redis in a temp dir (bench/localstack.py), creates the
-topics (RF 1), writes one record to every partition, commits offsets for the groups
+Starts ZooKeeper, --brokers brokers (1) and Redis in a temp dir (bench/localstack.py),
+creates the topics (--replication-factor, 1), writes one record to every partition, commits offsets for the groups
 (AdminClient.alter_consumer_group_offsets; group i covers `--group-partitions`
 partitions of topic i mod topics, half of them one record behind), then runs the monitor
 (`console.monitor.run.Monitor`, interval 1 s) in a child process for `--seconds` and
@@ -106,14 +107,16 @@ def child(seconds: float, out: str) -> None:
 
 
 # ------------------------------------------------------------ the parent: the cluster
-def prepare(bootstrap: str, topics: list[str], partitions: int, groups: int, width: int) -> None:
+def prepare(
+    bootstrap: str, topics: list[str], partitions: int, rf: int, groups: int, width: int
+) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     for t in topics:  # one at a time: a single broker creates 1,000 partitions in seconds
         started = time.monotonic()
-        admin.create_topics([NewTopic(t, partitions, 1)], request_timeout=300)[t].result(310)
+        admin.create_topics([NewTopic(t, partitions, rf)], request_timeout=300)[t].result(310)
         print(f"  {t}: {partitions} partitions in {time.monotonic() - started:.1f} s", flush=True)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     deadline = time.monotonic() + 300
@@ -162,6 +165,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--topics", type=int, default=10)
     p.add_argument("--partitions", type=int, default=1000, help="per topic")
+    p.add_argument("--brokers", type=int, default=1)
+    p.add_argument("--replication-factor", type=int, default=1)
     p.add_argument("--groups", type=int, default=100)
     p.add_argument("--group-partitions", type=int, default=100, help="committed per group")
     p.add_argument("--seconds", type=float, default=60)
@@ -182,12 +187,22 @@ def main(argv=None) -> int:
     redis_proc.wait_healthy()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     try:
-        with local_cluster(1) as cluster:
+        with local_cluster(args.brokers) as cluster:
             topics = [f"bench-mon-{i:02d}" for i in range(args.topics)]
             total = args.topics * args.partitions
-            print(f"creating {args.topics} topics x {args.partitions} partitions = {total:,}")
+            print(
+                f"creating {args.topics} topics x {args.partitions} partitions = {total:,}, "
+                f"RF {args.replication_factor} on {args.brokers} broker(s)"
+            )
             started = time.monotonic()
-            prepare(cluster.bootstrap, topics, args.partitions, args.groups, args.group_partitions)
+            prepare(
+                cluster.bootstrap,
+                topics,
+                args.partitions,
+                args.replication_factor,
+                args.groups,
+                args.group_partitions,
+            )
             print(
                 f"prepared in {time.monotonic() - started:.0f} s: {args.groups} groups x "
                 f"{args.group_partitions} committed partitions"

@@ -158,3 +158,35 @@ def test_leader_moves_and_initial_state_is_not_news():
     assert [e["kind"] for e in events] == ["leader_change", "isr_shrink"]
     first = {**change, "old": None, "initial": True}
     assert deltas.for_change(first, live={2})[0] == []
+
+
+def test_slow_offsets_are_spread_over_rounds_and_carried_between_them():
+    """Log start and sizes of 10,000 partitions are asked 2,000 at a time: every
+    partition once per cycle of rounds, and between its turns the last value stays."""
+    from console.monitor.sampler import SLOW_PER_ROUND, OffsetSampler
+
+    replicas = {(f"t{t}", p): [1, 2] for t in range(10) for p in range(1000)}
+    sampler = OffsetSampler()
+    assert sampler._slow_slice(replicas) is None  # the first round asks for everything
+    sampler.prev = {
+        "start": {part: 7 for part in replicas},
+        "size": {(b, part): 100 for part in replicas for b in (1, 2)},
+    }
+    slices = []
+    for _ in range(len(replicas) // SLOW_PER_ROUND):
+        slices.append(sampler._slow_slice(replicas))
+        sampler.rounds += 1
+    assert set().union(*slices) == set(replicas)
+    assert sum(len(s) for s in slices) == len(replicas)  # disjoint
+    assert max(len(s) for s in slices) < 1.2 * SLOW_PER_ROUND
+    assert sampler._slow_slice(replicas) == slices[0]  # the cycle repeats
+    slow = slices[0]
+    asked = next(iter(slow))
+    s = {"start": {asked: 9}, "size": {(1, asked): 500}}
+    sampler._carry_slow(s, replicas, slow)
+    assert s["start"][asked] == 9 and s["size"][(1, asked)] == 500
+    assert (2, asked) not in s["size"]  # asked this round and not answered: not invented
+    others = set(replicas) - slow
+    assert all(s["start"][p] == 7 and s["size"][(2, p)] == 100 for p in others)
+    assert len(s["start"]) == len(others) + 1
+    assert sampler._slow_slice({("small", 0): [1]}) is None  # small clusters: all, always

@@ -27,10 +27,14 @@ def sample(
     leaders: dict[Part, int],
     replicas: dict[Part, list[int]],
     scoped: bool = False,
+    slow: set[Part] | None = None,
 ) -> dict:
     """Ask every live broker at once. Returns {"start", "hw": {part: offset},
     "leo", "size", "lag": {(broker, part): n}, "dirs": {broker: [...]},
-    "errors": {broker: sentence}}. `scoped` limits DescribeLogDirs to `replicas`."""
+    "errors": {broker: sentence}}. `scoped` limits DescribeLogDirs to `replicas`.
+    `slow`, when given, limits what changes slowly (log start, replica sizes) to those
+    partitions, so a caller sampling every second can spread them over rounds; high
+    watermarks and log-end offsets are always asked for every partition."""
     led: dict[int, list[Part]] = {}
     hosted: dict[int, list[Part]] = {}
     for part, leader in leaders.items():
@@ -42,16 +46,22 @@ def sample(
 
     def ask(host: str, port: int, b: int) -> dict:
         mine, here = led.get(b, []), hosted.get(b, [])
-        out = {}
+        if slow is not None:
+            mine_slow = [p for p in mine if p in slow]
+            here_slow = [p for p in here if p in slow]
+        else:
+            mine_slow, here_slow = mine, (here if scoped else None)
+        calls = []
         if mine:
-            out["start"] = wire.list_offsets(host, port, {p: wire.EARLIEST for p in mine})
-            out["hw"] = wire.list_offsets(host, port, {p: wire.LATEST for p in mine})
+            calls.append(("hw", wire.list_offsets_call({p: wire.LATEST for p in mine})))
         if here:
-            out["leo"] = wire.list_offsets(
-                host, port, {p: wire.LATEST for p in here}, replica_id=wire.DEBUGGING
-            )
-        out["dirs"] = wire.describe_log_dirs(host, port, here if scoped else None)
-        return out
+            leo = wire.list_offsets_call({p: wire.LATEST for p in here}, wire.DEBUGGING)
+            calls.append(("leo", leo))
+        if mine_slow:
+            calls.append(("start", wire.list_offsets_call({p: wire.EARLIEST for p in mine_slow})))
+        calls.append(("dirs", wire.describe_log_dirs_call(here_slow)))
+        answers = wire.broker_socket(host, port).pipeline([c for _, c in calls])
+        return {name: answer for (name, _), answer in zip(calls, answers, strict=True)}
 
     answers = wire.on_each({b: (h, p, (b,)) for b, (h, p) in live.items()}, ask)
     return _combine(answers, leaders, replicas)

@@ -5,6 +5,11 @@ needs both per broker: the log-end offsets each leader reports and the size of e
 replica on every broker. A BrokerSocket is a plain blocking socket speaking frames made
 by broker.protocol.messages (pure codecs over kio); one per broker, reused, reopened
 after an error.
+
+The monitor asks each broker for the offsets of every partition every second, so a
+request is a `Call`: its frame is encoded once and kept (only the correlation id
+changes between rounds), and a broker's calls of one round are pipelined: all sent,
+then all read.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ import itertools
 import socket
 import struct
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from broker.protocol.messages import (
@@ -30,6 +38,40 @@ EARLIEST, LATEST = -2, -1
 CONSUMER, DEBUGGING = -1, -2  # Kafka's replica ids: a consumer, an operator's debug tool
 TIMEOUT_S = 5.0
 _SIZE = struct.Struct(">i")
+_CORRELATION_AT = 8  # size i32, api key i16, api version i16, correlation id i32
+FRAME_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request, encoded, and how to read its answer."""
+
+    api_key: int
+    version: int
+    frame: bytes  # size-prefixed, correlation id 0
+    decode: Callable[[Any], Any]
+
+
+_frames: OrderedDict[tuple, bytes] = OrderedDict()
+_frames_lock = threading.Lock()
+
+
+def _frame(api_key: int, version: int, key: tuple, make_body: Callable[[], dict]) -> bytes:
+    """The encoded request for `key`, built by `make_body` only the first time."""
+    with _frames_lock:
+        frame = _frames.get(key)
+        if frame is not None:
+            _frames.move_to_end(key)
+            return frame
+    frame = encode_request(
+        RequestHeader(api_key, version, 0, "quill-console"),
+        build(request_schema(api_key, version), make_body()),
+    )
+    with _frames_lock:
+        _frames[key] = frame
+        while len(_frames) > FRAME_CACHE_SIZE:
+            _frames.popitem(last=False)
+    return frame
 
 
 class BrokerSocket:
@@ -49,20 +91,27 @@ class BrokerSocket:
             left -= len(chunk)
         return b"".join(chunks)
 
-    def request(self, api_key: int, version: int, body: dict) -> Any:
+    def pipeline(self, calls: list[Call]) -> list[Any]:
+        """Send every call, then read every answer (in order, as Kafka guarantees per
+        connection); each answer decoded by its call (raw response without one)."""
         with self.lock:
             try:
                 if self.sock is None:
                     self.sock = socket.create_connection(self.address, timeout=TIMEOUT_S)
-                cid = next(self.ids)
-                payload = build(request_schema(api_key, version), body)
-                header = RequestHeader(api_key, version, cid, "quill-console")
-                self.sock.sendall(encode_request(header, payload))
-                size = _SIZE.unpack(self._recv(4))[0]
-                got, response = parse_response(api_key, version, self._recv(size))
-                if got != cid:
-                    raise ConnectionError(f"correlation id {got} is not {cid}")
-                return response
+                ids = []
+                for call in calls:
+                    frame = bytearray(call.frame)
+                    ids.append(next(self.ids) & 0x7FFFFFFF)
+                    _SIZE.pack_into(frame, _CORRELATION_AT, ids[-1])
+                    self.sock.sendall(frame)
+                answers = []
+                for call, cid in zip(calls, ids, strict=True):
+                    size = _SIZE.unpack(self._recv(4))[0]
+                    got, response = parse_response(call.api_key, call.version, self._recv(size))
+                    if got != cid:
+                        raise ConnectionError(f"correlation id {got} is not {cid}")
+                    answers.append(response if call.decode is None else call.decode(response))
+                return answers
             except (OSError, ValueError):
                 self.close()
                 raise
@@ -86,41 +135,61 @@ def broker_socket(host: str, port: int) -> BrokerSocket:
         return _sockets[key]
 
 
-def list_offsets(
-    host: str, port: int, wanted: dict[tuple[str, int], int], replica_id: int = CONSUMER
-) -> dict[tuple[str, int], int | None]:
-    """(topic, partition) -> offset for the given timestamp (EARLIEST, LATEST or ms);
-    None where the broker answered an error (not the leader, unknown partition)."""
-    by_topic: dict[str, list[dict]] = {}
-    for (t, p), ts in wanted.items():
-        by_topic.setdefault(t, []).append(
-            {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
-        )
-    body = {
-        "replica_id": replica_id,
-        "isolation_level": 0,
-        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-    }
-    response = broker_socket(host, port).request(LIST_OFFSETS, LIST_OFFSETS_V, body)
+def list_offsets_call(wanted: dict[tuple[str, int], int], replica_id: int = CONSUMER) -> Call:
+    """ListOffsets for (topic, partition) -> timestamp (EARLIEST, LATEST or ms); the answer
+    maps each to its offset, None where the broker answered an error (not the leader,
+    unknown partition)."""
+
+    def body() -> dict:
+        by_topic: dict[str, list[dict]] = {}
+        for (t, p), ts in wanted.items():
+            by_topic.setdefault(t, []).append(
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+            )
+        return {
+            "replica_id": replica_id,
+            "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+
+    key = (LIST_OFFSETS, replica_id, tuple(wanted.items()))
+    frame = _frame(LIST_OFFSETS, LIST_OFFSETS_V, key, body)
+    return Call(LIST_OFFSETS, LIST_OFFSETS_V, frame, _offsets_answer)
+
+
+def _offsets_answer(response) -> dict[tuple[str, int], int | None]:
     out = {}
     for t in response.topics:
+        name = t.name
         for p in t.partitions:
-            out[(t.name, p.partition_index)] = None if p.error_code != 0 else p.offset
+            out[(name, p.partition_index)] = None if p.error_code != 0 else p.offset
     return out
 
 
-def describe_log_dirs(host: str, port: int, parts: list[tuple[str, int]] | None = None) -> dict:
-    """{"dirs": [{dir, total_bytes, usable_bytes}], "replicas": {(t, p): {size, offset_lag}}},
-    for every replica on the broker or only `parts`."""
-    topics = None
-    if parts is not None:
+def list_offsets(
+    host: str, port: int, wanted: dict[tuple[str, int], int], replica_id: int = CONSUMER
+) -> dict[tuple[str, int], int | None]:
+    return broker_socket(host, port).pipeline([list_offsets_call(wanted, replica_id)])[0]
+
+
+def describe_log_dirs_call(parts: list[tuple[str, int]] | None = None) -> Call:
+    """DescribeLogDirs for every replica on the broker, or only `parts`. The answer:
+    {"dirs": [{dir, total_bytes, usable_bytes}], "replicas": {(t, p): {size, offset_lag}}}."""
+
+    def body() -> dict:
+        if parts is None:
+            return {"topics": None}
         by_topic: dict[str, list[int]] = {}
         for t, p in parts:
             by_topic.setdefault(t, []).append(p)
-        topics = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
-    response = broker_socket(host, port).request(
-        DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_V, {"topics": topics}
-    )
+        return {"topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    key = (DESCRIBE_LOG_DIRS, None if parts is None else tuple(parts))
+    frame = _frame(DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_V, key, body)
+    return Call(DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_V, frame, _log_dirs_answer)
+
+
+def _log_dirs_answer(response) -> dict:
     dirs, replicas = [], {}
     for result in response.results:
         dirs.append(
@@ -137,6 +206,10 @@ def describe_log_dirs(host: str, port: int, parts: list[tuple[str, int]] | None 
                     "offset_lag": p.offset_lag,
                 }
     return {"dirs": dirs, "replicas": replicas}
+
+
+def describe_log_dirs(host: str, port: int, parts: list[tuple[str, int]] | None = None) -> dict:
+    return broker_socket(host, port).pipeline([describe_log_dirs_call(parts)])[0]
 
 
 def on_each(calls: dict, fn, *args) -> dict:

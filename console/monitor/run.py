@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -43,7 +44,8 @@ class Monitor:
         self.interval = interval
         self.zk_connect = zk_connect or settings.QUILL_ZOOKEEPER_CONNECT
         self.layer = get_channel_layer()
-        self.sent: dict[tuple[str, str], str] = {}
+        self.sent: dict[tuple[str, str], dict] = {}
+        self._groups_pool = ThreadPoolExecutor(1, thread_name_prefix="quill-monitor-groups")
         self.samples = 0
         self.last_sample_s = 0.0
 
@@ -125,10 +127,10 @@ class Monitor:
 
     def _only_changes(self, sub: str, d: dict) -> dict:
         cells = {}
+        sent = self.sent
         for key, cell in d.get("set", {}).items():
-            text = json.dumps(cell, sort_keys=True)
-            if self.sent.get((sub, key)) != text:
-                self.sent[(sub, key)] = text
+            if sent.get((sub, key)) != cell:  # cells are fresh dicts, never mutated
+                sent[(sub, key)] = cell
                 cells[key] = cell
         d = {k: v for k, v in d.items() if k != "set"}
         if cells:
@@ -152,8 +154,9 @@ class Monitor:
     def sample_once(self, offsets: OffsetSampler, groups: GroupSampler) -> D.Deltas:
         now = time.time()
         snap = self.watcher.snapshot()
+        fetching = self._groups_pool.submit(groups.fetch)  # meanwhile, ask for offsets
         s, out = offsets.sample(snap, now)
-        statuses, group_deltas, consumed = groups.sample(s, now)
+        statuses, group_deltas, consumed = groups.sample(s, now, fetching.result())
         merge(out, group_deltas)
         for t, rate in consumed.items():
             if t in offsets.rates:

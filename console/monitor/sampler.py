@@ -17,11 +17,17 @@ from console.monitor.deltas import Deltas, add
 log = logging.getLogger(__name__)
 RATE_WINDOW_S = 10.0
 MAX_TIMESTAMP_LOOKUPS = 200  # per sample; the rest wait for the next second
+SLOW_PER_ROUND = 2_000  # partitions whose log start and size are asked per round
 
 
 class OffsetSampler:
+    """High watermarks and per-replica log-end offsets of every partition each round;
+    log start offsets and replica sizes, which move slowly, for SLOW_PER_ROUND
+    partitions per round (all of them at least every few seconds)."""
+
     def __init__(self):
         self.prev: dict | None = None
+        self.rounds = 0
         self._live_before: set = set()
         self.hw_history: deque[tuple[float, dict[str, int]]] = deque()
         self.rates: dict[str, dict] = {}
@@ -33,12 +39,38 @@ class OffsetSampler:
             part: st["leader"] for part, st in snap["states"].items() if st["leader"] in live
         }
         replicas = {(t, p): r for t, a in snap["assignments"].items() for p, r in a.items()}
-        s = state.sample(brokers, leaders, replicas)
+        slow = self._slow_slice(replicas)
+        s = state.sample(brokers, leaders, replicas, slow=slow)
+        if slow is not None:
+            self._carry_slow(s, replicas, slow)
+        self.rounds += 1
         s["ts"] = now
         deltas = self._diff(s, replicas, leaders, live)
         self._topic_rates(s, snap, now, deltas)
         self.prev = s
         return s, deltas
+
+    def _slow_slice(self, replicas: dict) -> set | None:
+        """This round's share of the partitions for log start and size (None: all)."""
+        if self.prev is None or len(replicas) <= SLOW_PER_ROUND:
+            return None
+        slices = -(-len(replicas) // SLOW_PER_ROUND)
+        turn = self.rounds % slices
+        return {part for part in replicas if hash(part) % slices == turn}
+
+    def _carry_slow(self, s: dict, replicas: dict, slow: set) -> None:
+        """Outside this round's slice, log start and sizes stay as last seen."""
+        prev_start, prev_size = self.prev["start"], self.prev["size"]
+        start, size = s["start"], s["size"]
+        for part, ids in replicas.items():
+            if part in slow:
+                continue
+            if part in prev_start:
+                start.setdefault(part, prev_start[part])
+            for b in ids:
+                key = (b, part)
+                if key in prev_size:
+                    size.setdefault(key, prev_size[key])
 
     def _diff(self, s: dict, replicas: dict, leaders: dict, live: set) -> Deltas:
         prev = self.prev or {"start": {}, "hw": {}, "leo": {}, "lag": {}, "size": {}}
@@ -91,6 +123,9 @@ class OffsetSampler:
             self.hw_history.popleft()
         then, old = self.hw_history[0]
         span = now - then
+        starts: dict[str, int] = {}
+        for (t, _p), v in s["start"].items():
+            starts[t] = starts.get(t, 0) + v
         for t, total in totals.items():
             rate_in = (total - old.get(t, total)) / span if span > 0 else None
             info = self.rates.setdefault(t, {})
@@ -98,8 +133,8 @@ class OffsetSampler:
             for sub in ("topics", topic_sub(t)):
                 add(deltas, sub, f"t:{t}:in", fmt.cell(fmt.rate(rate_in, ""), rate_in or 0))
                 add(deltas, sub, f"t:{t}:size", fmt.cell(fmt.size(sizes.get(t)), sizes.get(t)))
-            starts = sum(v for (tt, _), v in s["start"].items() if tt == t)
-            add(deltas, topic_sub(t), f"t:{t}:records", fmt.cell(fmt.num(total - starts)))
+            records_ = total - starts.get(t, 0)
+            add(deltas, topic_sub(t), f"t:{t}:records", fmt.cell(fmt.num(records_)))
         for gone in set(self.rates) - set(totals):
             del self.rates[gone]
 
@@ -112,15 +147,30 @@ class GroupSampler:
         self.windows: dict[str, dict[tuple[str, int], burrow.PartitionWindow]] = {}
         self.hw_seen: dict[tuple[str, int], deque] = {}
         self.known_groups: set[str] | None = None
+        self.rows_sent: dict[str, dict[str, tuple]] = {}  # group -> partition -> row
 
-    def sample(self, s: dict, now: float) -> tuple[dict[str, dict], Deltas, dict[str, float]]:
-        deltas: Deltas = {}
+    @staticmethod
+    def fetch() -> tuple[list, dict, dict] | OpError:
+        """Every group, its description and committed offsets (the network part, which
+        the monitor runs while the brokers are asked for offsets)."""
         try:
             listed = admin.list_groups()
-            described = admin.describe_groups([g["group_id"] for g in listed])
+            ids = [g["group_id"] for g in listed]
+            committed = admin.groups_offsets(ids)
+            return listed, admin.describe_groups(ids), committed
         except OpError as exc:
-            log.warning("monitor: consumer groups unavailable: %s", exc.message)
+            return exc
+
+    def sample(
+        self, s: dict, now: float, fetched: tuple | OpError | None = None
+    ) -> tuple[dict[str, dict], Deltas, dict[str, float]]:
+        deltas: Deltas = {}
+        if fetched is None:
+            fetched = self.fetch()
+        if isinstance(fetched, OpError):
+            log.warning("monitor: consumer groups unavailable: %s", fetched.message)
             return {}, deltas, {}
+        listed, described, all_committed = fetched
         for part, hw in s["hw"].items():
             seen = self.hw_seen.setdefault(part, deque(maxlen=12))
             seen.append((now, hw))
@@ -130,9 +180,10 @@ class GroupSampler:
         self.known_groups = ids
         for gone in set(self.windows) - ids:
             del self.windows[gone]
+        for gone in set(self.rows_sent) - ids:
+            del self.rows_sent[gone]
         out, consumed = {}, {}
         pending_ts = MAX_TIMESTAMP_LOOKUPS
-        all_committed = admin.groups_offsets([g["group_id"] for g in listed])
         for g in listed:
             gid = g["group_id"]
             committed = all_committed[gid]
@@ -197,8 +248,7 @@ class GroupSampler:
             return None
         return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
 
-    @staticmethod
-    def _cells(gid: str, status: dict, deltas: Deltas) -> None:
+    def _cells(self, gid: str, status: dict, deltas: Deltas) -> None:
         sub = group_sub(gid)
         cells = {
             f"g:{gid}:state": fmt.cell(
@@ -214,7 +264,12 @@ class GroupSampler:
         for key, cell in cells.items():
             add(deltas, sub, key, cell)
             add(deltas, "groups", key, cell)
+        sent = self.rows_sent.setdefault(gid, {})
         for key, r in status["partitions"].items():
+            row = tuple(r.values())
+            if sent.get(key) == row:
+                continue  # nothing in this row changed since the last round
+            sent[key] = row
             t, p = key.rsplit("/", 1)
             base = f"gp:{gid}:{t}:{p}"
             add(deltas, sub, f"{base}:committed", fmt.cell(fmt.num(r["committed"]), r["committed"]))
