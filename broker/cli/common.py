@@ -88,17 +88,35 @@ def kafka_error_name(exc: BaseException) -> str | None:
     return None
 
 
-def run_tool(body, argv: Sequence[str] | None, *, prefix: str = "Error") -> int:
-    """Run ``body(argv)``; turn failures into one clear line on stderr and exit code 1."""
-    from confluent_kafka import KafkaException
+def run_tool(
+    body,
+    argv: Sequence[str] | None,
+    *,
+    prefix: str = "Error: ",
+    catch: tuple[type[Exception], ...] | None = None,
+    interrupt_code: int | None = 130,
+) -> int:
+    """Run ``body(argv)``; turn a failure into ``prefix`` + ``describe_error`` on stderr
+    and exit code 1: the one main() every tool shares.
 
+    ``prefix`` is the tool's own words before the error (Kafka's, e.g. ``"Error while
+    executing topic command : "``). ``catch`` is what counts as a failure to report
+    (default: CliError, KafkaException, OSError and ValueError; anything else keeps its
+    traceback). Ctrl-C exits with ``interrupt_code``, or propagates when it is None.
+    """
+    if catch is None:
+        from confluent_kafka import KafkaException
+
+        catch = (CliError, KafkaException, OSError, ValueError)
     try:
         return body(argv) or 0
-    except (CliError, KafkaException, OSError, ValueError) as exc:
-        print(f"{prefix}: {describe_error(exc)}", file=sys.stderr)
+    except catch as exc:
+        print(f"{prefix}{describe_error(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        return 130
+        if interrupt_code is None:
+            raise
+        return interrupt_code
 
 
 # --------------------------------------------------------------------------- options

@@ -21,9 +21,9 @@ from .common import (
     add_bootstrap,
     admin_client,
     cluster_topics,
-    describe_error,
     read_properties_file,
     result,
+    run_tool,
 )
 
 ENTITY_TYPES = ("topics", "brokers")
@@ -64,14 +64,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except Exception as exc:  # every failure becomes a message and exit 1
-        shown = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
-        print(f"Error while executing config command with args '{shown}'", file=sys.stderr)
-        print(describe_error(exc), file=sys.stderr)
-        return 1
+    # Every failure becomes a message and exit 1; Ctrl-C is left to Python.
+    shown = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    return run_tool(
+        lambda a: _run(_parser().parse_args(a)),
+        argv,
+        prefix=f"Error while executing config command with args '{shown}'\n",
+        catch=(Exception,),
+        interrupt_code=None,
+    )
 
 
 def _entity(args) -> tuple[str, str | None]:

@@ -22,7 +22,15 @@ import datetime as dt
 import re
 import sys
 
-from .common import CliError, ToolParser, add_bootstrap, admin_client, describe_error, result
+from .common import (
+    CliError,
+    ToolParser,
+    add_bootstrap,
+    admin_client,
+    describe_error,
+    result,
+    run_tool,
+)
 
 NONE = "-"
 
@@ -65,12 +73,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except Exception as exc:  # every failure becomes one line and exit 1
-        print(f"Error: {describe_error(exc)}", file=sys.stderr)
-        return 1
+    # Every failure becomes one line and exit 1; Ctrl-C is left to Python.
+    return run_tool(
+        lambda a: _run(_parser().parse_args(a)),
+        argv,
+        catch=(Exception,),
+        interrupt_code=None,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

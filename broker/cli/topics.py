@@ -23,10 +23,10 @@ from .common import (
     add_bootstrap,
     admin_client,
     cluster_topics,
-    describe_error,
     kafka_error_name,
     parse_properties,
     result,
+    run_tool,
 )
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -87,12 +87,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except Exception as exc:  # every failure becomes one line and exit 1
-        print(f"Error while executing topic command : {describe_error(exc)}", file=sys.stderr)
-        return 1
+    # Every failure becomes one line and exit 1; Ctrl-C is left to Python.
+    return run_tool(
+        lambda a: _run(_parser().parse_args(a)),
+        argv,
+        prefix="Error while executing topic command : ",
+        catch=(Exception,),
+        interrupt_code=None,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
