@@ -5,7 +5,6 @@ bad requests refused with nothing changed."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from tests.cluster_helpers import BackgroundProducer
 from tests.test_cluster_replication import FAST, _read_all, _state, _wait
 from tests.wire import WireClient
 
@@ -55,35 +55,14 @@ def test_reassignment_while_producing(cluster_factory):
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1]])])[
         topic
     ].result(30)
-    stop = threading.Event()
-    acked: list[bytes] = []
-
-    def produce():
-        producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 2,
-            }
-        )
-        i = 0
-        while not stop.is_set():
-            try:
-                producer.produce(
-                    topic,
-                    value=b"%08d" % i,
-                    partition=0,
-                    on_delivery=lambda e, m: e is None and acked.append(m.value()),
-                )
-                i += 1
-            except BufferError:
-                pass
-            producer.poll(0.002 if i % 20 == 0 else 0)
-        producer.flush(60)
-
-    t = threading.Thread(target=produce)
-    t.start()
+    # message.timeout.ms stays at librdkafka's default (300 s) here.
+    producer = BackgroundProducer(
+        cluster.bootstrap,
+        topic,
+        config={"linger.ms": 2, "message.timeout.ms": 300000},
+        flush_s=60,
+    )
+    producer.start()
     time.sleep(1.0)
     w = WireClient("127.0.0.1", _controller(cluster).port)
     code, part = _reassign(w, topic, 0, [2, 3])
@@ -96,8 +75,8 @@ def test_reassignment_while_producing(cluster_factory):
         what="reassignment to finish",
     )
     time.sleep(0.5)
-    stop.set()
-    t.join(90)
+    producer.stop(90)
+    acked = producer.acked[0]
     state = _state(cluster, topic, 0)
     assert state["leader"] in (2, 3) and sorted(state["isr"]) == [2, 3]
     assert (

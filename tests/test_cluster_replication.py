@@ -4,7 +4,6 @@ leader epoch, unclean election. Real ZooKeeper, real broker processes, librdkafk
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import decode_records, scan_valid_prefix
+from tests.cluster_helpers import BackgroundProducer
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -75,39 +75,10 @@ def test_acks_all_survives_twenty_leader_kills(cluster_factory):
     cluster = cluster_factory(3, **FAST)
     topic = _name("kills")
     _create(cluster, topic, partitions=2, config={"min.insync.replicas": "2"})
-    acked: dict[int, list[bytes]] = {0: [], 1: []}
-    stop = threading.Event()
-    failures: list = []
-
-    def produce():
-        producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 120000,
-            }
-        )
-
-        def on_delivery(err, msg):
-            if err is None:
-                acked[msg.partition()].append(msg.value())
-            else:
-                failures.append(err)
-
-        i = 0
-        while not stop.is_set():
-            try:
-                producer.produce(topic, value=b"%09d" % i, partition=i % 2, on_delivery=on_delivery)
-                i += 1
-            except BufferError:
-                pass
-            producer.poll(0.001 if i % 50 == 0 else 0)
-        producer.flush(120)
-
-    t = threading.Thread(target=produce)
-    t.start()
+    producer = BackgroundProducer(
+        cluster.bootstrap, topic, partitions=2, poll_every=50, poll_s=0.001
+    )
+    producer.start()
     try:
         for _ in range(20):
             leader = _wait(
@@ -124,9 +95,9 @@ def test_acks_all_survives_twenty_leader_kills(cluster_factory):
             cluster.broker(leader).start()
             _wait(lambda: len(_state(cluster, topic, 0)["isr"]) >= 2, what="ISR of two")
     finally:
-        stop.set()
-        t.join(180)
-    assert not failures, failures[:3]
+        producer.stop(180)
+    acked = producer.acked
+    assert not producer.failures, producer.failures[:3]
     assert sum(map(len, acked.values())) > 1000
     data = _read_all(cluster.bootstrap, topic, 2)
     for p in (0, 1):

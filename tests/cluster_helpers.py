@@ -1,0 +1,80 @@
+"""Helpers for tests/test_cluster_*.py: a producer that keeps sending from a thread while
+a test kills brokers, moves replicas or restarts ZooKeeper, and remembers what the
+cluster acknowledged, so the test can check afterwards that none of it was lost."""
+
+from __future__ import annotations
+
+import threading
+
+from confluent_kafka import Producer
+
+
+class BackgroundProducer(threading.Thread):
+    """Numbered records (``b"%09d"``, so their order sorts as bytes) sent round robin over
+    ``partitions`` with acks=all and idempotence, until ``stop()``.
+
+    ``acked[p]`` holds the values partition ``p`` acknowledged, in delivery order;
+    ``failures`` the delivery errors. A full local queue (BufferError) is waited out,
+    not counted. Every ``poll_every``-th record polls for ``poll_s`` seconds, which paces
+    the loop; the others poll without waiting.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: int = 1,
+        config: dict | None = None,
+        poll_every: int = 20,
+        poll_s: float = 0.002,
+        flush_s: float = 120,
+    ) -> None:
+        super().__init__(name=f"produce-{topic}")
+        self.config = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            **(config or {}),
+        }
+        self.topic = topic
+        self.partitions = partitions
+        self.poll_every = poll_every
+        self.poll_s = poll_s
+        self.flush_s = flush_s
+        self.acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.failures: list = []
+        self._stopping = threading.Event()
+
+    def all_acked(self) -> list[bytes]:
+        return [value for p in range(self.partitions) for value in self.acked[p]]
+
+    def stop(self, timeout: float) -> None:
+        """Stop sending, flush what is in flight, and wait up to ``timeout`` seconds."""
+        self._stopping.set()
+        self.join(timeout)
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked[msg.partition()].append(msg.value())
+        else:
+            self.failures.append(err)
+
+    def run(self) -> None:
+        producer = Producer(self.config)
+        i = 0
+        while not self._stopping.is_set():
+            try:
+                producer.produce(
+                    self.topic,
+                    value=b"%09d" % i,
+                    partition=i % self.partitions,
+                    on_delivery=self._delivered,
+                )
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(self.poll_s if i % self.poll_every == 0 else 0)
+        producer.flush(self.flush_s)
