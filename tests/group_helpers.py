@@ -9,7 +9,7 @@ import time
 import uuid
 from collections import defaultdict
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # fast groups: no initial delay, short sessions (group.min.session.timeout.ms allows 1 s)
@@ -28,6 +28,23 @@ def unique(prefix: str) -> str:
 def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf)])[name].result(timeout=30)
+
+
+def topic_and_group(bootstrap: str, label: str, partitions: int, rf: int = 1) -> tuple[str, str]:
+    """A new topic ``t-<label>-...`` and a fresh group name ``g-<label>-...`` for it."""
+    topic, group = unique(f"t-{label}"), unique(f"g-{label}")
+    create_topic(bootstrap, topic, partitions, rf)
+    return topic, group
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition (librdkafka's -1001 where there is none)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        c.close()
+    return {tp.partition: tp.offset for tp in tps}
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> set[bytes]:
@@ -141,6 +158,14 @@ class ConfluentMember(threading.Thread):
         self.close_on_stop = close
         self.stop_flag.set()
         self.join(30)
+
+
+def join_one_by_one(members, ownership: Ownership) -> None:
+    """Start the members in turn, each once the one before owns partitions (every join
+    rebalances the group)."""
+    for m in members:
+        m.start()
+        wait_until(lambda m=m: ownership.of(m.name), what=f"{m.name} to own partitions")
 
 
 def all_values(members) -> set[bytes]:

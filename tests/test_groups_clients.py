@@ -21,9 +21,10 @@ from tests.group_helpers import (
     ConfluentMember,
     Ownership,
     all_values,
-    create_topic,
+    committed_offsets,
+    join_one_by_one,
     produce,
-    unique,
+    topic_and_group,
     wait_until,
 )
 
@@ -42,13 +43,11 @@ def _rf(cluster) -> int:
 
 
 def _run_group(bootstrap: str, strategy: str, rf: int) -> None:
-    topic, group = unique(f"t-{strategy}"), unique(f"g-{strategy}")
-    create_topic(bootstrap, topic, PARTITIONS, rf)
+    topic, group = topic_and_group(bootstrap, strategy, PARTITIONS, rf)
     sent = produce(bootstrap, topic, RECORDS // 2, PARTITIONS)
     ownership = Ownership()
-    members = []
-    for i in range(3):  # join one after the other: each join rebalances the group
-        m = ConfluentMember(
+    members = [
+        ConfluentMember(
             bootstrap,
             group,
             topic,
@@ -56,9 +55,9 @@ def _run_group(bootstrap: str, strategy: str, rf: int) -> None:
             ownership,
             **{"partition.assignment.strategy": strategy},
         )
-        m.start()
-        members.append(m)
-        wait_until(lambda m=m: ownership.of(m.name), what=f"{m.name} to own partitions")
+        for i in range(3)
+    ]
+    join_one_by_one(members, ownership)
     sent |= produce(bootstrap, topic, RECORDS // 2, PARTITIONS, start=RECORDS // 2)
     wait_until(lambda: all_values(members) >= sent, what="every record to be read")
     wait_until(lambda: len(ownership.owner) == PARTITIONS, what="all partitions owned")
@@ -79,8 +78,7 @@ def test_librdkafka_group_assignors(broker, strategy):
 def test_kafka_python_group(broker):
     from kafka import ConsumerRebalanceListener, KafkaConsumer
 
-    topic, group = unique("t-kp"), unique("g-kp")
-    create_topic(broker.bootstrap, topic, PARTITIONS, _rf(broker))
+    topic, group = topic_and_group(broker.bootstrap, "kp", PARTITIONS, _rf(broker))
     sent = produce(broker.bootstrap, topic, RECORDS, PARTITIONS)
     ownership = Ownership()
     got: dict[str, list[bytes]] = {f"kp{i}": [] for i in range(3)}
@@ -126,8 +124,7 @@ def test_aiokafka_group(broker):
     from aiokafka import AIOKafkaConsumer
     from aiokafka.abc import ConsumerRebalanceListener
 
-    topic, group = unique("t-aio"), unique("g-aio")
-    create_topic(broker.bootstrap, topic, PARTITIONS, _rf(broker))
+    topic, group = topic_and_group(broker.bootstrap, "aio", PARTITIONS, _rf(broker))
     sent = produce(broker.bootstrap, topic, RECORDS, PARTITIONS)
     ownership = Ownership()
 
@@ -192,8 +189,7 @@ _CRASHING_MEMBER = textwrap.dedent(
 
 
 def test_killed_member_partitions_move_to_the_others(broker):
-    topic, group = unique("t-kill"), unique("g-kill")
-    create_topic(broker.bootstrap, topic, PARTITIONS, _rf(broker))
+    topic, group = topic_and_group(broker.bootstrap, "kill", PARTITIONS, _rf(broker))
     ownership = Ownership()
     survivors = [
         ConfluentMember(broker.bootstrap, group, topic, f"s{i}", ownership) for i in range(2)
@@ -226,15 +222,6 @@ def test_killed_member_partitions_move_to_the_others(broker):
         for m in survivors:
             m.stop()
     assert ownership.violations == []
-
-
-def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
-    finally:
-        c.close()
-    return {tp.partition: tp.offset for tp in tps}
 
 
 def _read_some_and_commit(bootstrap: str, group: str, topic: str, count: int) -> dict[int, int]:
@@ -284,15 +271,14 @@ def _first_offsets(bootstrap: str, group: str, topic: str, partitions: set[int])
 def test_group_resumes_exactly_at_committed_offsets(cluster_factory, kill_broker):
     cluster = cluster_factory(1, **GROUP_BROKER)
     bootstrap = cluster.bootstrap
-    topic, group = unique("t-resume"), unique("g-resume")
-    create_topic(bootstrap, topic, PARTITIONS)
+    topic, group = topic_and_group(bootstrap, "resume", PARTITIONS)
     produce(bootstrap, topic, 300, PARTITIONS)
     position = _read_some_and_commit(bootstrap, group, topic, 100)
     if kill_broker:
         cluster.brokers[0].kill()
         cluster.brokers[0].start()
     produce(bootstrap, topic, 60, PARTITIONS)  # every partition has records past the commit
-    assert _committed(bootstrap, group, topic) == {
+    assert committed_offsets(bootstrap, group, topic, PARTITIONS) == {
         p: position.get(p, -1001) for p in range(PARTITIONS)
     }
     first = _first_offsets(bootstrap, group, topic, set(range(PARTITIONS)))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode as E
 
 from broker.coordinator.group.codec import partition_for
@@ -16,8 +15,9 @@ from tests.group_helpers import (
     ConfluentMember,
     Ownership,
     all_values,
-    create_topic,
+    committed_offsets,
     produce,
+    topic_and_group,
     unique,
     wait_until,
 )
@@ -67,8 +67,7 @@ def test_offsets_topic_is_compacted_and_replicated(cluster):
 
 
 def test_commits_survive_kill_9_of_the_coordinator(cluster):
-    topic, group = unique("t-ha"), unique("g-ha")
-    create_topic(cluster.bootstrap, topic, 3, rf=3)
+    topic, group = topic_and_group(cluster.bootstrap, "ha", 3, rf=3)
     client = WireClient.for_bootstrap(cluster.bootstrap)
     wait_until(lambda: _coordinator(client, group) > 0, what="a coordinator")
     coordinator_id = _coordinator(client, group)
@@ -118,8 +117,7 @@ def fetched_or_none(client, group, topic):
 def test_group_moves_with_its_coordinator(cluster):
     """A live group whose coordinator dies: the members find the new coordinator, rejoin
     and go on from the committed offsets."""
-    topic, group = unique("t-move"), unique("g-move")
-    create_topic(cluster.bootstrap, topic, PARTITIONS, rf=3)
+    topic, group = topic_and_group(cluster.bootstrap, "move", PARTITIONS, rf=3)
     sent = produce(cluster.bootstrap, topic, 120, PARTITIONS)
     ownership = Ownership()
     members = [
@@ -143,10 +141,8 @@ def test_group_moves_with_its_coordinator(cluster):
         for m in members:
             m.stop()
         cluster.broker(coordinator_id).start()
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
-    committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
-    c.close()
-    assert sum(tp.offset for tp in committed) == 240
+    committed = committed_offsets(cluster.bootstrap, group, topic, PARTITIONS)
+    assert sum(committed.values()) == 240
 
 
 def produce_when_possible(bootstrap: str, topic: str) -> set[bytes]:

@@ -12,9 +12,9 @@ from tests.group_helpers import (
     ConfluentMember,
     Ownership,
     all_values,
-    create_topic,
+    join_one_by_one,
     produce,
-    unique,
+    topic_and_group,
     wait_until,
 )
 
@@ -38,13 +38,10 @@ def _static(bootstrap, group, topic, name, ownership, instance):
 
 
 def _stable_group(bootstrap):
-    topic, group = unique("t-static"), unique("g-static")
-    create_topic(bootstrap, topic, PARTITIONS)
+    topic, group = topic_and_group(bootstrap, "static", PARTITIONS)
     ownership = Ownership()
     members = [_static(bootstrap, group, topic, f"m{i}", ownership, f"inst-{i}") for i in range(3)]
-    for m in members:
-        m.start()
-        wait_until(lambda m=m: ownership.of(m.name), what=f"{m.name} to own partitions")
+    join_one_by_one(members, ownership)
     wait_until(
         lambda: all(len(ownership.of(m.name)) == 2 for m in members), what="2 partitions each"
     )
