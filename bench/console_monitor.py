@@ -118,7 +118,8 @@ def prepare(
         started = time.monotonic()
         admin.create_topics([NewTopic(t, partitions, rf)], request_timeout=300)[t].result(310)
         print(f"  {t}: {partitions} partitions in {time.monotonic() - started:.1f} s", flush=True)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    # acks=1: the records only give the partitions offsets; what is measured is the monitor
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": 1})
     deadline = time.monotonic() + 300
     pending = [(t, p) for t in topics for p in range(partitions)]
     while pending:  # leaders are elected partition by partition

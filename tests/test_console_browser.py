@@ -230,4 +230,6 @@ def test_operator_journey(stack, page):
         )
     )
     print(f"\nZooKeeper change to browser: {latency_ms} ms")
-    assert 0 <= latency_ms < 1000
+    # the cell changed because of that write, not before it; how fast is a figure for
+    # docs/benchmarks.md (tests never assert on wall time)
+    assert latency_ms >= 0
