@@ -83,6 +83,22 @@ def test_bad_batches_get_kafka_error_and_log_is_unchanged(wire, name, mutate, co
     assert _leo(wire) == before
 
 
+def test_clients_cannot_append_to_internal_topics(wire):
+    """As Kafka: __consumer_offsets is written by the group coordinator only."""
+    r = wire.request(10, 4, {"key_type": 0, "coordinator_keys": ["bad-input-group"]})
+    assert r.coordinators[0].error_code in (ErrorCode.none, ErrorCode.coordinator_not_available)
+    for _ in range(100):  # the offsets topic is created by that first FindCoordinator
+        if wire.list_offset("__consumer_offsets", 0, -1).error_code == ErrorCode.none:
+            break
+        time.sleep(0.1)
+    before = wire.list_offset("__consumer_offsets", 0, -1)
+    assert before.error_code == ErrorCode.none
+    r = wire.produce("__consumer_offsets", 0, bytes(_batch(2)))
+    assert r.error_code == ErrorCode.invalid_topic_exception
+    assert wire.list_offset("__consumer_offsets", 0, -1).offset == before.offset
+    assert _leo(wire) >= 0  # and the broker serves everyone else
+
+
 def test_produce_to_unknown_partition(wire):
     r = wire.produce(TOPIC, 7, bytes(_batch(1)))
     assert r.error_code == ErrorCode.unknown_topic_or_partition

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
+from ..metadata_cache import INTERNAL_TOPICS
+
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.AdminClientId may write them
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -46,6 +49,11 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
         for pd in topic.partition_data:
             if acks not in (0, 1, -1):
                 result = {"error_code": ErrorCode.invalid_required_acks}
+            elif topic.name in INTERNAL_TOPICS and header.client_id != ADMIN_CLIENT_ID:
+                result = {  # as Kafka: only the broker itself writes its internal topics
+                    "error_code": ErrorCode.invalid_topic_exception,
+                    "error_message": f"Cannot append to internal topic {topic.name}",
+                }
             elif req.transactional_id is not None:
                 result = {
                     "error_code": ErrorCode.transactional_id_authorization_failed,
