@@ -153,3 +153,54 @@ def produce_when_possible(bootstrap: str, topic: str) -> set[bytes]:
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
+
+
+def test_offsets_of_a_deleted_topic_leave_every_group(cluster):
+    """Kafka's handleDeletedPartitions: once a topic is deleted its committed offsets
+    are gone from the group, and tombstones keep them gone for the next coordinator."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    gone, group = topic_and_group(cluster.bootstrap, "deleted", 3, rf=3)
+    kept, _ = topic_and_group(cluster.bootstrap, "kept", 2, rf=3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    tps = [TopicPartition(gone, p, 5 + p) for p in range(3)]
+    tps += [TopicPartition(kept, p, 7) for p in range(2)]
+    request = ConsumerGroupTopicPartitions(group, tps)
+    admin.alter_consumer_group_offsets([request])[group].result(30)
+
+    def committed() -> dict:
+        fs = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+        result = fs[group].result(30)
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
+
+    assert committed() == {**{(gone, p): 5 + p for p in range(3)}, (kept, 0): 7, (kept, 1): 7}
+    admin.delete_topics([gone])[gone].result(30)
+    wait_until(lambda: all(t != gone for t, _ in committed()), what="the deleted topic's offsets")
+    assert committed() == {(kept, 0): 7, (kept, 1): 7}
+    client = WireClient.for_bootstrap(cluster.bootstrap)
+    coordinator_id = _coordinator(client, group)
+    client.close()
+    cluster.broker(coordinator_id).kill()  # the next coordinator loads from the log
+    try:
+        survivor = next(b for b in cluster.brokers if b.id != coordinator_id)
+        client = WireClient("127.0.0.1", survivor.port)
+        try:
+            wait_until(
+                lambda: _coordinator(client, group) not in (-1, coordinator_id),
+                what="a new coordinator",
+                interval=0.25,
+            )
+        finally:
+            client.close()
+        wait_until(lambda: _safe(committed) is not None, what="the group to load")
+        assert committed() == {(kept, 0): 7, (kept, 1): 7}
+    finally:
+        cluster.broker(coordinator_id).start()
+
+
+def _safe(read):
+    try:
+        return read()
+    except Exception:  # noqa: BLE001 - the coordinator is still loading
+        return None

@@ -140,6 +140,17 @@ class GroupAdminMixin:
                 errors[group.group_id] = E.none
         return errors
 
+    def handle_deleted_partitions(self: GroupCoordinator, tps: list[TopicPartition]) -> int:
+        """Kafka's handleDeletedPartitions: a deleted topic's committed offsets leave every
+        group this broker coordinates, with tombstones in __consumer_offsets."""
+        removed = self.manager.cleanup_group_metadata(
+            list(self.manager.groups.values()), lambda g: g.remove_offsets(tps)
+        )
+        if removed:
+            topics = ", ".join(sorted({t for t, _ in tps}))
+            log.info("removed %d offsets of deleted partitions (topics %s)", removed, topics)
+        return removed
+
     def delete_offsets(
         self: GroupCoordinator, group_id: str, tps: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:

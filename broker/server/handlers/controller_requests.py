@@ -98,10 +98,18 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
                 zk_version=ps.zk_version,
             )
         topics[t.topic_name] = meta
+    deleted = [
+        (name, p)
+        for name, old in cache.topics.items()
+        for p in old.replicas
+        if name not in topics or p not in topics[name].replicas
+    ]
     cache.brokers = brokers
     cache.topics = topics
     cache.controller_id = req.controller_id
     server.metadata_updated()
+    if deleted and server.group_coordinator is not None:
+        server.group_coordinator.handle_deleted_partitions(deleted)
     return {"error_code": ErrorCode.none}
 
 
