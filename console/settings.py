@@ -10,6 +10,8 @@ import os
 import secrets
 from pathlib import Path
 
+from console.channel_layer import channel_layers
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -110,12 +112,7 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [QUILL_REDIS_URL]},
-    }
-}
+CHANNEL_LAYERS = channel_layers(QUILL_REDIS_URL)
 
 CELERY_BROKER_URL = QUILL_REDIS_URL
 CELERY_RESULT_BACKEND = QUILL_REDIS_URL

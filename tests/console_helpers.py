@@ -20,17 +20,13 @@ def console_cluster(cluster_factory):
 
 
 def point_console_at(settings, cluster, redis_server) -> None:
+    from console.channel_layer import channel_layers
     from console.cluster import zk
 
     settings.QUILL_BOOTSTRAP_SERVERS = cluster.bootstrap
     settings.QUILL_ZOOKEEPER_CONNECT = cluster.zk_connect
     settings.QUILL_REDIS_URL = redis_server.url
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_server.url]},
-        }
-    }
+    settings.CHANNEL_LAYERS = channel_layers(redis_server.url)
     zk.reset()
 
 

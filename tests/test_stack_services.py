@@ -136,18 +136,24 @@ def test_createadmin_prints_a_password_once(django_user_model):
 
 
 async def test_channel_layer_round_trip_over_redis(redis_server, settings):
+    import asyncio
+
     from channels.layers import get_channel_layer
 
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_server.url]},
-        }
-    }
+    from console.channel_layer import channel_layers
+
+    settings.CHANNEL_LAYERS = channel_layers(redis_server.url)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.send(channel, {"type": "cluster.event", "text": "broker-1 up"})
     assert await layer.receive(channel) == {"type": "cluster.event", "text": "broker-1 up"}
+    # A quiet channel keeps waiting past channels_redis's 5 s BZPOPMIN (redis-py 8's 5 s
+    # default socket timeout used to end it with redis TimeoutError), then gets its message.
+    waiting = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(7)
+    assert not waiting.done(), waiting.exception()
+    await layer.send(channel, {"type": "cluster.event", "text": "later"})
+    assert (await asyncio.wait_for(waiting, 10))["text"] == "later"
 
 
 def test_settings_come_from_env(tmp_path):
@@ -162,7 +168,7 @@ def test_settings_come_from_env(tmp_path):
     code = (
         "from django.conf import settings as s; import json; print(json.dumps([str(s.DATABASES"
         "['default']['NAME']), s.CELERY_BROKER_URL, s.CHANNEL_LAYERS['default']['CONFIG']"
-        "['hosts'][0], s.QUILL_BOOTSTRAP_SERVERS, s.DEBUG]))"
+        "['hosts'][0]['address'], s.QUILL_BOOTSTRAP_SERVERS, s.DEBUG]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
