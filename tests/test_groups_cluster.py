@@ -181,7 +181,13 @@ def test_offsets_of_a_deleted_topic_leave_every_group(cluster):
     client = WireClient.for_bootstrap(cluster.bootstrap)
     coordinator_id = _coordinator(client, group)
     client.close()
-    cluster.broker(coordinator_id).kill()  # the next coordinator loads from the log
+    # The tombstones are written without waiting for followers (as Kafka's cleanup does);
+    # once every replica has them, kill -9 the coordinator: the next one loads the log.
+    wait_until(
+        lambda: _replicated(cluster, partition_for(group, OFFSETS_PARTITIONS), coordinator_id),
+        what="the tombstones on every replica",
+    )
+    cluster.broker(coordinator_id).kill()
     try:
         survivor = next(b for b in cluster.brokers if b.id != coordinator_id)
         client = WireClient("127.0.0.1", survivor.port)
@@ -197,6 +203,23 @@ def test_offsets_of_a_deleted_topic_leave_every_group(cluster):
         assert committed() == {(kept, 0): 7, (kept, 1): 7}
     finally:
         cluster.broker(coordinator_id).start()
+
+
+def _replicated(cluster, partition: int, leader_id: int) -> bool:
+    """Every replica's log end offset of __consumer_offsets-<partition> is the leader's."""
+    ends = []
+    for b in cluster.brokers:
+        client = WireClient("127.0.0.1", b.port)
+        try:
+            ends.append(client.list_offset("__consumer_offsets", partition, -1, replica_id=-2))
+        finally:
+            client.close()
+    leader = WireClient("127.0.0.1", cluster.broker(leader_id).port)
+    try:
+        hw = leader.list_offset("__consumer_offsets", partition, -1).offset
+    finally:
+        leader.close()
+    return all(e.error_code == E.none and e.offset == hw for e in ends)
 
 
 def _safe(read):

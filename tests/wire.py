@@ -77,12 +77,14 @@ class WireClient:
         )
         return resp.responses[0].partition_responses[0]
 
-    def list_offset(self, topic: str, partition: int, timestamp: int):
+    def list_offset(self, topic: str, partition: int, timestamp: int, replica_id: int = -1):
+        """-1 asks as a consumer (latest = HW); -2 as Kafka's debugging tool (latest = this
+        broker's own log end offset, leader or follower)."""
         resp = self.request(
             2,
             7,
             {
-                "replica_id": -1,
+                "replica_id": replica_id,
                 "isolation_level": 0,
                 "topics": [
                     {
