@@ -11,7 +11,8 @@ Rows (100-byte values, no keys, a 6-partition topic):
   acks=all, linger.ms 5), producing the records from a Python loop;
 - sink, batch: df.write.format("quill") of a cached DataFrame with the same values;
 - sink, streaming exactly-once: readStream.format("quill") of the raw producer's topic
-  into writeStream.format("quill") with Trigger.AvailableNow (stage, intend, publish);
+  into writeStream.format("quill") with Trigger.AvailableNow (written once, from the
+  tasks, each record tagged with its id);
   its rate counts the micro-batches' time (Spark's triggerExecution), and the wall time
   with the query's start is shown too;
 - raw consumer: one Consumer assigned every partition, reading key, value, offset and

@@ -1,168 +1,148 @@
-"""Exactly-once streaming writes without broker transactions: stage, intend, publish,
-mark done.
+"""Exactly-once streaming writes without broker transactions: every task writes its
+rows once, straight to the destination, each record tagged with an id a retry can
+compute again; markers in a compacted topic tell a task whether to look first.
 
-Spark replays a micro-batch (same query id, same batch id, same source offsets) when a
-query restarts after dying between its offset log and its commit log, and it retries
-failed tasks within a batch. A sink that wrote straight from its tasks would write a
-replayed batch twice, and a failed task attempt's partial output once more (Spark's own
-Kafka sink is at-least-once for that reason). This sink:
+Spark re-runs work in two ways: it retries a failed task within a micro-batch
+(spark.task.maxFailures), and it replays a whole micro-batch (same query id, batch id
+and source offsets) when a query restarts after dying between its offset log and its
+commit log. Either way each task partition is computed again from the same input, so
+it gets the same multiset of rows (in the same order too, unless a shuffle came
+before). A sink that just wrote them again would be at-least-once, as Spark's own
+Kafka sink is. This one, for task P of batch B of query Q (Q and B from the local
+properties Spark's MicroBatchExecution sets on every task, `sql.streaming.queryId` and
+`streaming.sql.batchId`; the `queryId` option overrides Q):
 
-1. Stage (executors, `write`): each task attempt writes its rows to the internal topic
-   `__quill_sink_staging` with an idempotent producer, every record tagged with the
-   attempt's stage id and its destination, and returns the offsets it staged as its
-   commit message. Nothing reaches the destination topic yet; a failed attempt's
-   staging is never referenced by anything.
-2. Intend (driver, `commit(messages, batchId)`): read the query's last marker from the
-   compacted topic `__quill_sink_commits` (key: the query id). Batch B marked done: a
-   replay, skip it. Batch B marked intended: an earlier commit died mid-way, resume it.
-   Otherwise write the intent (the staged ranges Spark chose, and the high watermarks
-   of the destination partitions) and wait until all in-sync replicas have it. From
-   then on batch B *is* those staged records, whatever a replay computes.
-3. Publish: read the staged records back in the intent's order and number them 0..N-1
-   (a pure function of the intent), and send each to its destination with the header
-   `quill.batch: <query id>/<batch id>/<n>`. When resuming, first scan the destination
-   partitions from the intent's high watermarks for this batch's headers and skip the
-   numbers already there.
-4. Mark done: flush (every record acknowledged by all in-sync replicas), then write
-   the marker {"batch": B, "phase": "done"}. Spark then writes its commit log; if it
-   dies before that, the replay meets step 2's skip.
+1. Look (task, before its first record): read Q's markers in the compacted topic
+   `__quill_sink_commits` written since Q's last "done" marker (key: Q).
+   - done(B): batch B was written in full before: write nothing (a replayed batch).
+   - begin(B, P) (key `Q/B/P`): an earlier attempt of this task may have written part
+     of its rows: resume (3).
+   - neither: write begin(B, P) and wait until every in-sync replica has it.
+2. Write (task): every row with the header `quill.eos: Q/B/P/<digest>[/<n>]`
+   (pipeline.record_ids: the same ids for the same multiset of rows, whatever their
+   order), from an idempotent producer with acks=all; flush before returning, so every
+   record is acknowledged before Spark counts the task as done.
+3. Resume (task, after a failure): scan each destination topic's partitions from the
+   first offset at or after begin(B, P)'s time minus SCAN_MARGIN_MS up to the high
+   watermark, collect the ids with this task's prefix `Q/B/P/`, and send only the rows
+   whose id is not among them, in their order.
+4. Done (driver, `commit(batchId)`, once every task succeeded): write done(B), then
+   tombstones for the batch's begin markers, in that order from one idempotent
+   producer (a tombstone is never in the log without the done marker before it), so
+   the compacted topic keeps one marker per query plus the begins of the batch in
+   flight.
 
-Why nothing is written twice: the marker is checked before anything is published;
-within one publish the idempotent producer never duplicates a retried send; across
-attempts the numbering is the same (it depends only on the intent), and every record a
-dead attempt got committed is below the high watermark, so the resume's scan sees it
-and skips its number. Why nothing is lost: the intent is only written once every task's
-staging was acknowledged, the staged records are immutable, and "done" is only written
-after every publish was acknowledged; until then each restart resumes.
+Why nothing is written twice. A replayed batch: its tasks find done(B), which was
+written only after every task of B had flushed. A retried task, or a task of a
+replayed batch that was not done: every earlier attempt wrote begin(B, P) before its
+first record and waited for it, so the retry sees it; every record such an attempt
+got committed carries a time after the begin's and lies below the high watermark the
+retry reads up to, so the retry finds its id and skips its row. Within an attempt the
+idempotent producer never duplicates a retried send. Why nothing is lost: a row is
+only skipped when its id was found committed in the destination, and done(B) is only
+written once Spark has every task's commit message, that is after every task's
+flush. Per key, order is kept: an attempt's records in a partition are a prefix of
+what it sent (idempotence allows no gaps), and a retry sends the rest in row order.
 
-What it assumes, and what transactions will remove: one publisher per query at a time
-(Spark commits one batch at a time; a publisher whose driver died stops at its next
-check of its parent process); a dead attempt's record that the leader had appended but
-not yet replicated must not become committed after the resume's scan (a follower still
-inside replica.lag.time.max.ms could do that); and the staging topic must keep data
-longer than a query stays down (7 days; longer outages fail the resume loudly). With
-broker transactions, steps 3-4 become one transaction per batch under
-transactional.id "quill-sink-<query id>": InitProducerId fences a zombie publisher,
-the aborted attempt's records are never visible, and the done marker is written in
-the same transaction. Staging, the intent and `Publisher` stay; the resume scan goes.
+What it assumes; broker transactions would remove the first two:
+- One live attempt per task at a time: no speculative execution (spark.speculation
+  is false by default) and no attempt still writing while its retry scans. A failed
+  attempt drops what its producer still queues and waits for its in-flight requests
+  before the task fails. An attempt whose process dies (SIGKILL, a lost executor) can
+  leave a request the broker has received but not yet appended, or appended but not
+  yet replicated to every in-sync replica; if such a record becomes committed after
+  the retry's scan, it is written twice. The window is the broker's request latency,
+  short next to Spark's time to notice a failure and start the task again; only a
+  producer fenced by a transactional epoch closes it.
+- Clocks: an attempt's records carry its own clock's time (CreateTime), later than
+  its begin marker's, unless that clock steps back by more than SCAN_MARGIN_MS or the
+  topic uses LogAppendTime with a broker clock more than that behind the executor's.
+- A replay computes the same rows. If it does not (the query, its input or a
+  non-deterministic expression changed between a crash and the restart), the ids
+  differ: rows of the dead attempt that the replay no longer computes stay written,
+  rows it computes anew are added; rows of the same id are written once.
+- Nothing deletes the attempt's records (retention, DeleteRecords) before its retry
+  scans: deleted records are not seen and are written again.
+
+With broker transactions each task attempt would write its records and a done(B, P)
+marker in one transaction under a transactional.id per (Q, P): InitProducerId fences
+and aborts a dead attempt, so a retry either finds done(B, P) and writes nothing or
+sees nothing of earlier attempts and writes everything. The ids, the scan and the
+begin markers would go; done(B) would stay for replays.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import os
 import time
-import uuid
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from urllib.parse import urlparse
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from pipeline.consumer import OffsetRange, RangeReader
-from pipeline.offsets import OffsetReader, from_json, to_json
-from pipeline.options import OptionError, SinkOptions, SourceOptions
-from pipeline.producer import RecordProducer, sink_rows
+from pipeline.offsets import OffsetReader
+from pipeline.options import SinkOptions, SourceOptions
+from pipeline.producer import RecordProducer, SinkColumns
+from pipeline.record_ids import RecordIds
 
 log = logging.getLogger("pipeline.sink")
 
-STAGING_TOPIC = "__quill_sink_staging"
 COMMITS_TOPIC = "__quill_sink_commits"  # one partition: a total order of markers
-STAGING_RETENTION_MS = 7 * 24 * 3600 * 1000
-STAGE_HEADER = "quill.stage"  # staged records: "<stage id>|<topic>|<partition or empty>"
-BATCH_HEADER = "quill.batch"  # published records: "<query id>/<batch id>/<number>"
-MARKER_WINDOW = 256  # markers read per step when looking back for a query's last one
-PARENT_CHECK_EVERY = 1024
+COMMITS_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(3600 * 1000),  # the cleaner only compacts closed segments
+}
+EOS_HEADER = "quill.eos"  # "<query id>/<batch id>/<partition id>/<digest>[/<n>]"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
+SCAN_MARGIN_MS = 60_000  # how far before its begin marker a resume looks
+MARKER_WINDOW = 256  # markers read per step when looking back for a query's last done
 
 
 @dataclass
-class Staged(WriterCommitMessage):
-    """What one task attempt staged: records [first, last] of one staging partition
-    that carry its stage id."""
+class TaskWritten(WriterCommitMessage):
+    """One task's outcome: records it sent, rows it found already written."""
 
-    stage_id: str
+    query_id: str
     partition: int
-    first: int
-    last: int
-    count: int
-    topics: list = field(default_factory=list)
+    written: int
+    skipped: int = 0
 
 
 # --------------------------------------------------------------------------- setup
 
 
-def ensure_internal_topics(bootstrap: str, kafka: dict, staging_partitions: int) -> int:
-    """Create the staging and commits topics if missing; returns the staging topic's
-    partition count."""
+def ensure_commits_topic(bootstrap: str, kafka: dict) -> None:
+    """Create the markers' topic if it is missing."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **_admin_settings(kafka)})
     md = admin.list_topics(timeout=30)
-    replicas = max(1, min(3, len(md.brokers)))
-    wanted = {
-        STAGING_TOPIC: NewTopic(
-            STAGING_TOPIC,
-            staging_partitions,
-            replicas,
-            config={"cleanup.policy": "delete", "retention.ms": str(STAGING_RETENTION_MS)},
-        ),
-        COMMITS_TOPIC: NewTopic(COMMITS_TOPIC, 1, replicas, config={"cleanup.policy": "compact"}),
-    }
-    missing = [t for name, t in wanted.items() if name not in md.topics]
-    if missing:
-        for name, future in admin.create_topics(missing).items():
-            try:
-                future.result(timeout=60)
-            except Exception as exc:  # a concurrent query may have created it first
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise RuntimeError(f"Cannot create the sink's topic {name}: {exc}") from None
-    return _wait_for_leaders(admin, STAGING_TOPIC)
+    if COMMITS_TOPIC not in md.topics:
+        replicas = max(1, min(3, len(md.brokers)))
+        topic = NewTopic(COMMITS_TOPIC, 1, replicas, config=COMMITS_CONFIG)
+        try:
+            admin.create_topics([topic])[COMMITS_TOPIC].result(timeout=60)
+        except Exception as exc:  # a concurrent query may have created it first
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise RuntimeError(
+                    f"Cannot create the sink's topic {COMMITS_TOPIC}: {exc}"
+                ) from None
+    deadline = time.monotonic() + 30
+    while True:
+        meta = admin.list_topics(timeout=30).topics.get(COMMITS_TOPIC)
+        if meta and meta.error is None and meta.partitions and meta.partitions[0].leader >= 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"The sink's topic {COMMITS_TOPIC} has no leader after 30 s.")
+        time.sleep(0.2)
 
 
 def _admin_settings(kafka: dict) -> dict:
     client_wide = ("security.", "sasl.", "ssl.", "client.id", "socket.")
     return {k: v for k, v in kafka.items() if k.startswith(client_wide)}
-
-
-def _wait_for_leaders(admin, topic: str) -> int:
-    deadline = time.monotonic() + 30
-    while True:
-        meta = admin.list_topics(timeout=30).topics.get(topic)
-        if meta and meta.error is None and meta.partitions:
-            if all(p.leader >= 0 for p in meta.partitions.values()):
-                return len(meta.partitions)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"The sink's topic {topic} has no leader after 30 s.")
-        time.sleep(0.2)
-
-
-def resolve_query_id(opts: SinkOptions) -> str:
-    """The streaming query's id: the `queryId` option, else the id Spark keeps in the
-    checkpoint's metadata file (the same across restarts from that checkpoint)."""
-    if opts.query_id:
-        return opts.query_id
-    advice = (
-        "pass .option('checkpointLocation', dir) to writeStream (or .option('queryId', id) "
-        "that stays the same across restarts), or set deliveryGuarantee to 'at-least-once'."
-    )
-    if not opts.checkpoint:
-        raise OptionError(f"The exactly-once quill sink must know the streaming query: {advice}")
-    url = urlparse(opts.checkpoint)
-    if url.scheme not in ("", "file"):
-        raise OptionError(
-            f"The checkpoint {opts.checkpoint} is not on a local file system, so the sink "
-            "cannot read the query id from it: set .option('queryId', id) (the same on "
-            "every restart)."
-        )
-    meta = Path(url.path if url.scheme else opts.checkpoint) / "metadata"
-    try:
-        return json.loads(meta.read_text())["id"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise OptionError(f"Cannot read the query id from {meta} ({exc}); {advice}") from None
-
-
-# --------------------------------------------------------------------------- reading
 
 
 def _internal_source(bootstrap: str, kafka: dict) -> SourceOptions:
@@ -181,214 +161,230 @@ def read_messages(source: SourceOptions, topic: str, partition: int, start: int,
         yield from chunk
 
 
-def _watermark(source: SourceOptions, topic: str, partition: int) -> int:
-    offsets = OffsetReader(source)
-    try:
-        return offsets.latest([(topic, partition)])[(topic, partition)]
-    finally:
-        offsets.close()
+# --------------------------------------------------------------------------- markers
+
+
+@dataclass
+class Markers:
+    """A query's last done marker, and its begin markers written after it that are
+    not tombstoned (key -> marker)."""
+
+    done: dict | None
+    begins: dict
 
 
 class CommitLog:
-    """The markers of exactly-once queries: key = query id, value = JSON."""
+    """The markers of exactly-once queries. Key Q: done markers {"batch": B}; key
+    Q/B/P: begin markers {"batch": B, "partition": P, "time": ms}."""
 
     def __init__(self, bootstrap: str, kafka: dict):
-        self.bootstrap, self.kafka = bootstrap, kafka
         self.source = _internal_source(bootstrap, kafka)
 
-    def latest(self, query_id: str) -> dict | None:
-        """The query's last marker, looking back from the end in growing windows."""
+    def since_done(self, query_id: str) -> Markers:
+        """Read back from the end, in growing windows, to the query's last done."""
         offsets = OffsetReader(self.source)
         try:
             tp = [(COMMITS_TOPIC, 0)]
             low, high = offsets.earliest(tp)[tp[0]], offsets.latest(tp)[tp[0]]
         finally:
             offsets.close()
-        want = query_id.encode()
+        done_key, prefix = query_id.encode(), f"{query_id}/".encode()
+        later: list = []  # the query's markers after its last done, oldest first
         window = MARKER_WINDOW
         while high > low:
             start = max(low, high - window)
-            found = None
-            for m in read_messages(self.source, COMMITS_TOPIC, 0, start, high):
-                if m.key() == want and m.value() is not None:
-                    found = m.value()
-            if found is not None:
-                return json.loads(found)
+            mine = [
+                (m.key(), m.value())
+                for m in read_messages(self.source, COMMITS_TOPIC, 0, start, high)
+                if m.key() == done_key or (m.key() or b"").startswith(prefix)
+            ]
+            for i in range(len(mine) - 1, -1, -1):
+                key, value = mine[i]
+                if key == done_key and value is not None:
+                    return Markers(json.loads(value), _begins(mine[i + 1 :] + later))
+            later = mine + later
             high, window = start, window * 4
-        return None
+        return Markers(None, _begins(later))
 
-    def append(self, query_id: str, marker: dict, producer: RecordProducer | None = None) -> None:
-        """Write a marker and wait until every in-sync replica has it."""
-        producer = producer or RecordProducer(self.bootstrap, self.kafka)
-        marker = {"query": query_id, "time": int(time.time() * 1000), **marker}
-        producer.send(COMMITS_TOPIC, json.dumps(marker).encode(), query_id.encode(), 0)
+    @staticmethod
+    def write(markers: list[tuple[str, dict | None]], producer: RecordProducer) -> None:
+        """Append markers in order (None: a tombstone) and wait until every in-sync
+        replica has them."""
+        now = int(time.time() * 1000)
+        for key, marker in markers:
+            value = None if marker is None else json.dumps({**marker, "time": now}).encode()
+            producer.send(COMMITS_TOPIC, value, key.encode(), 0)
         producer.flush()
 
 
-# --------------------------------------------------------------------------- write path
+def _begins(markers: list) -> dict:
+    found: dict = {}
+    for key, value in markers:
+        if value is None:
+            found.pop(key.decode(), None)
+        else:
+            marker = json.loads(value)
+            if marker.get("phase") == "begin":
+                found[key.decode()] = marker
+    return found
 
 
-def stage(batches, columns: dict, opts: SinkOptions, staging_partitions: int) -> Staged:
-    """Executor: write one task's rows to the staging topic (step 1). Its records lie
-    between the partition's high watermark before the first send and the one after
-    the last acknowledgement, among other attempts' records (told apart by stage id)."""
+def _is_replay(done: dict | None, query_id: str, batch_id: int) -> bool:
+    """Whether batch_id is done already; an earlier batch than the done one is an error."""
+    if done is None or done["batch"] < batch_id:
+        return False
+    if done["batch"] > batch_id:
+        raise RuntimeError(
+            f"The quill sink's commit log says query {query_id} has written batch "
+            f"{done['batch']}, but Spark is writing batch {batch_id}: was the checkpoint "
+            "replaced while the queryId stayed? Use a new queryId for a new checkpoint."
+        )
+    return True
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def write_task(batches, columns: dict, opts: SinkOptions) -> TaskWritten:
+    """Executor: steps 1-3 for the running Spark task."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    partition = (ctx.partitionId() if ctx is not None else 0) % staging_partitions
-    stage_id = uuid.uuid4().hex
-    source = _internal_source(opts.bootstrap, opts.kafka)
-    first = _watermark(source, STAGING_TOPIC, partition)
-    producer = RecordProducer(opts.bootstrap, opts.kafka)
-
-    tags: dict[tuple, tuple] = {}  # (topic, partition) -> the stage header
-
-    def staged_rows(batch):
-        for topic, value, key, part, headers in sink_rows(batch, columns, opts.topic):
-            tag = tags.get((topic, part))
-            if tag is None:
-                where = f"{stage_id}|{topic}|{'' if part is None else part}"
-                tag = tags[(topic, part)] = (STAGE_HEADER, where.encode())
-            yield STAGING_TOPIC, value, key, partition, [*headers, tag] if headers else [tag]
-
-    for batch in batches:
-        producer.send_all(staged_rows(batch))
-    producer.flush()
-    last = _watermark(source, STAGING_TOPIC, partition) - 1 if producer.sent else first - 1
-    topics = sorted({topic for topic, _ in tags})
-    return Staged(stage_id, partition, first, last, producer.sent, topics)
+    query_id = opts.query_id or (ctx and ctx.getLocalProperty(QUERY_ID_PROPERTY))
+    batch_id = ctx and ctx.getLocalProperty(BATCH_ID_PROPERTY)
+    if not query_id or batch_id is None:
+        raise RuntimeError(
+            "The exactly-once quill sink found no streaming query id or batch id on its "
+            "Spark task; it runs in micro-batch streaming queries (not continuous ones)."
+        )
+    return TaskWriter(opts, columns, query_id, int(batch_id), ctx.partitionId()).write(batches)
 
 
-def commit_batch(opts: SinkOptions, query_id: str, batch_id: int, messages: list) -> str:
-    """Driver: steps 2-4 for one micro-batch. Returns what it did, for the log."""
-    commits = CommitLog(opts.bootstrap, opts.kafka)
-    marker = commits.latest(query_id)
-    if marker is not None:
-        last, phase = int(marker["batch"]), marker["phase"]
-        if batch_id < last:
-            raise RuntimeError(
-                f"The quill sink's commit log says query {query_id} is at batch {last}, but "
-                f"Spark is committing batch {batch_id}: was the checkpoint replaced while the "
-                "queryId stayed? Use a new queryId for a new checkpoint."
-            )
-        if batch_id == last and phase == "done":
-            log.info("query %s batch %d was already written; skipping", query_id, batch_id)
-            return "skipped"
-        if phase == "intent":
-            if batch_id > last:  # Spark went on without it (a lost commit log?): finish it
-                log.warning("query %s batch %d was never finished; finishing it", query_id, last)
-            _publish(opts, commits, query_id, marker, resuming=True)
-            if batch_id == last:
-                return "resumed"
-    staged = [m for m in messages if isinstance(m, Staged) and m.count]
-    if not staged:
-        return "empty"
-    producer = RecordProducer(opts.bootstrap, opts.kafka)  # one per commit: its start costs
-    intent = _intent(opts, batch_id, staged)
-    commits.append(query_id, intent, producer)
-    _publish(opts, commits, query_id, intent, resuming=False, producer=producer)
-    return "written"
+class TaskWriter:
+    """One attempt of task `partition_id` of batch `batch_id`."""
 
+    def __init__(
+        self, opts: SinkOptions, columns: dict, query_id: str, batch_id: int, partition_id: int
+    ):
+        self.opts, self.columns = opts, columns
+        self.query_id, self.batch_id, self.partition_id = query_id, batch_id, partition_id
+        self.key = f"{query_id}/{batch_id}/{partition_id}"
+        self.ids = RecordIds(self.key + "/")
+        self.written = self.skipped = 0
 
-def _publish(opts, commits, query_id, intent, resuming, producer=None) -> None:
-    """Steps 3 and 4 for an intent."""
-    producer = producer or RecordProducer(opts.bootstrap, opts.kafka)
-    published = Publisher(opts, query_id, intent).run(resuming, producer)
-    done = {"batch": intent["batch"], "phase": "done", "records": published}
-    commits.append(query_id, done, producer)
-    log.info("query %s batch %d: %d records written", query_id, intent["batch"], published)
-
-
-def _intent(opts: SinkOptions, batch_id: int, staged: list[Staged]) -> dict:
-    topics = sorted({t for m in staged for t in m.topics})
-    offsets = OffsetReader(_internal_source(opts.bootstrap, opts.kafka))
-    try:
-        sizes = offsets.topic_sizes()
-        tps = [(t, p) for t in topics for p in range(sizes.get(t, 0))]
-        start = offsets.latest(tps)
-    finally:
-        offsets.close()
-    return {
-        "batch": batch_id,
-        "phase": "intent",
-        "staged": [[m.stage_id, m.partition, m.first, m.last, m.count] for m in staged],
-        "topics": topics,
-        "start": to_json(start),
-    }
-
-
-class Publisher:
-    """Steps 3 (and the resume scan) for one intent."""
-
-    def __init__(self, opts: SinkOptions, query_id: str, intent: dict):
-        self.opts = opts
-        self.intent = intent
-        self.prefix = f"{query_id}/{intent['batch']}/"
-        self.number = 0  # the next record's number
-        self.source = _internal_source(opts.bootstrap, opts.kafka)
-
-    def run(self, resuming: bool, producer: RecordProducer) -> int:
-        """Publish what is not yet published; returns the batch's record count once
-        every record is acknowledged."""
-        present = self.published() if resuming else set()
-        self.number = 0
-        for entry in self.intent["staged"]:
-            producer.send_all(self.rows(entry, present))
-        producer.flush()
-        if present:
-            log.info("resumed %s: %d records were already written", self.prefix, len(present))
-        return self.number
-
-    def rows(self, entry: list, present: set[int]):
-        """The sends for one staged range (stage id, partition, first, last, count):
-        its records in offset order, numbered on from self.number, without those whose
-        number is `present`."""
-        stage_id, partition, first, last, count = entry
-        mine, prefix, parent = f"{stage_id}|".encode(), self.prefix.encode(), os.getppid()
-        number, found = self.number, 0
-        tag, topic, part = None, None, None
-        for m in read_messages(self.source, STAGING_TOPIC, partition, first, last + 1):
-            headers = m.headers()
-            if not headers or headers[-1][0] != STAGE_HEADER or not headers[-1][1].startswith(mine):
-                continue  # another attempt's
-            if number not in present:
-                if headers[-1][1] != tag:  # the destination, parsed once per run of records
-                    tag = headers[-1][1]
-                    _, topic, where = tag.decode().split("|")
-                    part = int(where) if where else None
-                headers[-1] = (BATCH_HEADER, b"%s%d" % (prefix, number))
-                yield topic, m.value(), m.key(), part, headers
-            number += 1
-            found += 1
-            if number % PARENT_CHECK_EVERY == 0 and os.getppid() != parent:
-                os._exit(70)  # our driver is gone: a restarted query will resume
-        self.number = number
-        if found != count:
-            raise RuntimeError(
-                f"Batch {self.intent['batch']}: {count} records were staged in "
-                f"{STAGING_TOPIC}-{partition} [{first}, {last}] but {found} are left "
-                "(staging retention passed?); the batch cannot be completed exactly once."
-            )
-
-    def published(self) -> set[int]:
-        """Numbers of this batch already in the destination partitions."""
-        start = from_json(self.intent["start"])
-        offsets = OffsetReader(self.source)
+    def write(self, batches) -> TaskWritten:
+        batches = (b for b in batches if b.num_rows)
+        first = next(batches, None)
+        if first is None:  # nothing to write: no need to look
+            return self._result()
+        commits = CommitLog(self.opts.bootstrap, self.opts.kafka)
+        markers = commits.since_done(self.query_id)
+        if _is_replay(markers.done, self.query_id, self.batch_id):
+            self.skipped = first.num_rows + sum(b.num_rows for b in batches)
+            log.info("%s: batch already written, %d rows skipped", self.key, self.skipped)
+            return self._result()
+        begin = markers.begins.get(self.key)
+        producer = RecordProducer(self.opts.bootstrap, self.opts.kafka)
         try:
-            sizes = offsets.topic_sizes()
-            tps = [(t, p) for t in self.intent["topics"] for p in range(sizes.get(t, 0))]
+            if begin is None:
+                marker = {"phase": "begin", "batch": self.batch_id, "partition": self.partition_id}
+                commits.write([(self.key, marker)], producer)
+                present = None
+            else:
+                present = Present(self, begin["time"] - SCAN_MARGIN_MS)
+            for batch in itertools.chain([first], batches):
+                self._send(batch, producer, present)
+            producer.flush()
+        except BaseException:
+            producer.abandon()
+            raise
+        if present is not None:
+            log.info("%s resumed: %d rows were written before", self.key, self.skipped)
+        return self._result()
+
+    def _result(self) -> TaskWritten:
+        return TaskWritten(self.query_id, self.partition_id, self.written, self.skipped)
+
+    def _send(self, batch, producer: RecordProducer, present) -> None:
+        cols = SinkColumns(batch, self.columns, self.opts.topic)
+        ids = self.ids.for_batch(cols.for_hashing())
+        # Generators, not lists: 10,000 live header lists a batch would keep the
+        # garbage collector busy (it cost more than producing).
+        if "headers" in self.columns:
+            tags = ([*(hs or ()), (EOS_HEADER, i)] for hs, i in zip(cols.headers, ids, strict=True))
+        else:
+            tags = ([(EOS_HEADER, i)] for i in ids)
+        rows = zip(cols.topics, cols.values, cols.keys, cols.partitions, tags, strict=True)
+        if present is not None:
+            rows = (row for row, i in zip(rows, ids, strict=True) if i not in present.ids(row[0]))
+        sent = producer.send_all(rows)
+        self.written += sent
+        self.skipped += cols.n - sent
+
+
+class Present:
+    """The ids of this task's records already in the destination, per topic, read on
+    first use (before this attempt has written to that topic)."""
+
+    def __init__(self, task: TaskWriter, since_ms: int):
+        self.task, self.since_ms = task, since_ms
+        self.prefix = task.ids.prefix
+        self.by_topic: dict[str, set] = {}
+
+    def ids(self, topic: str) -> set:
+        found = self.by_topic.get(topic)
+        if found is None:
+            found = self.by_topic[topic] = self._scan(topic)
+        return found
+
+    def _scan(self, topic: str) -> set:
+        # What retention deleted meanwhile cannot be duplicated: skip it.
+        source = replace(
+            _internal_source(self.task.opts.bootstrap, self.task.opts.kafka),
+            fail_on_data_loss=False,
+        )
+        offsets = OffsetReader(source)
+        try:
+            tps = [(topic, p) for p in range(offsets.topic_sizes().get(topic, 0))]
+            starts = offsets.by_timestamp({tp: self.since_ms for tp in tps}, is_start=False)
             ends = offsets.latest(tps)
-            begins = offsets.earliest([tp for tp in tps if tp not in start])
         finally:
             offsets.close()
-        begins.update(start)
-        mine = self.prefix.encode()
-        present: set[int] = set()
-        # Whatever retention deleted meanwhile cannot be duplicated: skip it.
-        scan = replace(self.source, fail_on_data_loss=False)
-        for (topic, partition), end in ends.items():
-            for m in read_messages(scan, topic, partition, begins[(topic, partition)], end):
+        prefix, found = self.prefix, set()
+        for (t, p), end in ends.items():
+            for m in read_messages(source, t, p, starts[(t, p)], end):
                 for name, value in m.headers() or ():
-                    if name == BATCH_HEADER and value and value.startswith(mine):
-                        present.add(int(value[len(mine) :]))
-        return present
+                    if name == EOS_HEADER and value.startswith(prefix):
+                        found.add(value)
+        return found
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def commit_batch(opts: SinkOptions, batch_id: int, messages: list) -> str:
+    """Driver: step 4 for one micro-batch. Returns what it did, for the log."""
+    mine = [m for m in messages if isinstance(m, TaskWritten) and (m.written or m.skipped)]
+    queries = {m.query_id for m in mine}
+    if not queries:
+        return "empty"  # no task had a row: no begin marker, nothing to mark
+    if len(queries) > 1:
+        raise RuntimeError(f"Batch {batch_id}'s tasks name different queries: {sorted(queries)}")
+    (query_id,) = queries
+    commits = CommitLog(opts.bootstrap, opts.kafka)
+    markers = commits.since_done(query_id)
+    replay = _is_replay(markers.done, query_id, batch_id)
+    written, skipped = sum(m.written for m in mine), sum(m.skipped for m in mine)
+    done = {"phase": "done", "batch": batch_id, "records": written, "skipped": skipped}
+    records = [] if replay else [(query_id, done)]
+    records += [(key, None) for key, m in markers.begins.items() if m["batch"] <= batch_id]
+    if records:
+        commits.write(records, RecordProducer(opts.bootstrap, opts.kafka))
+    log.info(
+        "query %s batch %d: %d records written, %d rows found written before",
+        query_id,
+        batch_id,
+        written,
+        skipped,
+    )
+    return "skipped" if replay else "written"

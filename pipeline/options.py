@@ -48,7 +48,6 @@ SINK_OPTIONS = (
     "topic",
     "deliveryGuarantee",
     "queryId",
-    "sink.stagingPartitions",
 )
 # Options Spark itself hands to every sink and source (DataStreamWriter, DataFrameWriter).
 SPARK_OPTIONS = ("checkpointLocation", "path", "queryName")
@@ -130,9 +129,7 @@ class SinkOptions:
     bootstrap: str
     topic: str | None = None
     delivery: str = "exactly-once"  # streaming only; batch writes are at-least-once
-    query_id: str | None = None
-    checkpoint: str | None = None
-    staging_partitions: int = 8
+    query_id: str | None = None  # else Spark's (the id kept in the query's checkpoint)
     kafka: dict = field(default_factory=dict)
 
 
@@ -431,13 +428,16 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("Option 'topic' must not be empty.")
-    staging = parse_positive_int(opts, "sink.stagingPartitions")
+    query_id = (opts.get("queryid") or "").strip() or None
+    if query_id and "/" in query_id:
+        raise OptionError(
+            f"Option 'queryId' must not contain '/' (the exactly-once sink's record ids "
+            f"use it as a separator): {query_id!r}."
+        )
     return SinkOptions(
         bootstrap=bootstrap,
         topic=topic.strip() if topic else None,
         delivery=delivery,
-        query_id=(opts.get("queryid") or "").strip() or None,
-        checkpoint=opts.get("checkpointlocation"),
-        staging_partitions=staging or 8,
+        query_id=query_id,
         kafka=kafka,
     )

@@ -63,7 +63,7 @@ class RecordProducer:
         part = -1 if partition is None else partition
         while True:
             try:
-                self._producer.produce(topic, value, key, partition=part, headers=headers)
+                self._producer.produce(topic, value, key, part, None, None, 0, headers)
                 return
             except BufferError:  # let deliveries drain
                 self._producer.poll(0.05)
@@ -76,10 +76,10 @@ class RecordProducer:
         for topic, value, key, partition, headers in rows:
             try:
                 if partition is None and headers is None:
-                    produce(topic, value, key)  # the common case, without keyword parsing
-                else:
+                    produce(topic, value, key)  # the common case
+                else:  # positional: keyword parsing costs more than the header itself
                     part = -1 if partition is None else partition
-                    produce(topic, value, key, partition=part, headers=headers)
+                    produce(topic, value, key, part, None, None, 0, headers)
             except BufferError:  # the local queue is full
                 self._send_waiting(topic, value, key, partition, headers)
             n += 1
@@ -87,6 +87,12 @@ class RecordProducer:
                 poll(0)
         self.sent += n
         return n
+
+    def abandon(self) -> None:
+        """After a failure: drop what is still queued and wait for what is in flight, so
+        that no record of this producer lands after the next attempt has looked."""
+        self._producer.purge(in_queue=True, in_flight=False)
+        self._producer.flush(FLUSH_TIMEOUT_S)
 
     def flush(self) -> int:
         """Wait for every acknowledgement; raises DeliveryError if any send failed."""
@@ -98,21 +104,67 @@ class RecordProducer:
         return self.sent
 
 
-def sink_rows(batch, columns: dict[str, str], topic_option: str | None):
-    """(topic, value, key, partition, headers) per row of an Arrow batch. `columns`
+class SinkColumns:
+    """One Arrow batch's sink columns as the Python lists produce() takes. `columns`
     maps the sink's column names to the batch's (Spark matches names without case)."""
-    n = batch.num_rows
 
-    def column(name: str) -> list:
-        actual = columns.get(name)
-        return batch.column(actual).to_pylist() if actual else [None] * n
+    def __init__(self, batch, columns: dict[str, str], topic_option: str | None):
+        self.batch, self.columns, self.n = batch, columns, batch.num_rows
+        self._objects: dict[str, object] = {}  # name -> object ndarray, for the hashes
+        n = self.n
+        self.values = self._list("value")
+        self.keys = self._list("key") if "key" in columns else [None] * n
+        self.partitions = self._list("partition") if "partition" in columns else [None] * n
+        self.topics = [topic_option] * n if topic_option else self._list("topic")
+        if None in self.topics:
+            raise ValueError(
+                "A row has a null 'topic' and no 'topic' option is set; every row needs a topic."
+            )
+        self.headers = [None] * n
+        if "headers" in columns:
+            self.headers = [
+                [(h["key"], h["value"]) for h in hs] if hs else None for hs in self._list("headers")
+            ]
+        self.topic_option = topic_option
 
-    topics = [topic_option] * n if topic_option else column("topic")
-    if None in topics:
-        raise ValueError(
-            "A row has a null 'topic' and no 'topic' option is set; every row needs a topic."
-        )
-    headers = column("headers")
-    if "headers" in columns:
-        headers = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in headers]
-    return zip(topics, column("value"), column("key"), column("partition"), headers, strict=True)
+    def _arrow(self, name: str):
+        return self.batch.column(self.columns[name])
+
+    def _list(self, name: str) -> list:
+        if name in ("value", "key", "topic"):  # via numpy: the hashes reuse the array
+            objects = self._objects[name] = self._arrow(name).to_numpy(zero_copy_only=False)
+            return objects.tolist()
+        return self._arrow(name).to_pylist()
+
+    def rows(self):
+        """(topic, value, key, partition, headers) per row."""
+        return zip(self.topics, self.values, self.keys, self.partitions, self.headers, strict=True)
+
+    def for_hashing(self) -> dict:
+        """{column: (numpy array, null mask or None)} of the columns that decide the
+        record: value, key, and the topic, partition and headers columns when present
+        (pipeline.record_ids)."""
+        import numpy as np
+
+        out = {}
+        for name in ("value", "key"):
+            if name in self._objects:
+                arrow = self._arrow(name)
+                nulls = arrow.is_null().to_numpy(zero_copy_only=False) if arrow.null_count else None
+                out[name] = (self._objects[name], nulls)
+        if "topic" in self._objects and not self.topic_option:
+            out["topic"] = (self._objects["topic"], None)
+        if "partition" in self.columns:
+            out["partition"] = (np.array([-1 if p is None else p for p in self.partitions]), None)
+        if "headers" in self.columns:
+            from pipeline.record_ids import headers_bytes
+
+            encoded = np.empty(self.n, dtype=object)
+            encoded[:] = [headers_bytes(hs) if hs else b"" for hs in self.headers]
+            out["headers"] = (encoded, None)
+        return out
+
+
+def sink_rows(batch, columns: dict[str, str], topic_option: str | None):
+    """(topic, value, key, partition, headers) per row of an Arrow batch."""
+    return SinkColumns(batch, columns, topic_option).rows()

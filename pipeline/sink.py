@@ -68,19 +68,17 @@ class QuillStreamWriter(DataSourceStreamArrowWriter):
         self.columns = _columns(schema, self.opts)
         self.exactly_once = self.opts.delivery == "exactly-once"
         if self.exactly_once:
-            self.query_id = exactly_once.resolve_query_id(self.opts)
-            self.staging_partitions = exactly_once.ensure_internal_topics(
-                self.opts.bootstrap, self.opts.kafka, self.opts.staging_partitions
-            )
+            exactly_once.ensure_commits_topic(self.opts.bootstrap, self.opts.kafka)
 
     def write(self, iterator) -> WriterCommitMessage:
         if not self.exactly_once:
             return write_direct(iterator, self.columns, self.opts)
-        return exactly_once.stage(iterator, self.columns, self.opts, self.staging_partitions)
+        return exactly_once.write_task(iterator, self.columns, self.opts)
 
     def commit(self, messages, batchId: int) -> None:
         if self.exactly_once:
-            exactly_once.commit_batch(self.opts, self.query_id, batchId, messages)
+            exactly_once.commit_batch(self.opts, batchId, messages)
 
     def abort(self, messages, batchId: int) -> None:
-        """Nothing to undo: staged records nobody refers to are never published."""
+        """Nothing to undo: the batch's begin markers stay, and the replay that a
+        restarted query runs resumes from them."""

@@ -1,14 +1,20 @@
 """Shared by the pipeline tests (tests/test_pipeline_*.py): one SparkSession for the
-whole test session, and plain librdkafka clients to put records in and read them out.
+whole test session, plain librdkafka clients to put records in and read them out, and
+a job with a shuffle before the sink for the kill tests.
 
 `spark` is a session-scoped fixture; test modules load this file as a plugin
 (`pytest_plugins = ["tests.pipeline_helpers"]`), so the fixture is defined once and
 every module shares one SparkSession (one JVM), stopped when the test session ends.
+
+`python -m tests.pipeline_helpers <the mirror job's options>` runs the mirror job with
+the rows repartitioned by key before the sink: the writing tasks get their rows in an
+order that can change from one attempt to the next.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,7 +37,8 @@ SPARK_CONF = {
 def get_spark():
     from pipeline import spark_session
 
-    return spark_session("local[2]", "quill-tests", SPARK_CONF)  # getOrCreate
+    # local[2,2]: a failed task is tried once more, as on a cluster (local[2] never retries)
+    return spark_session("local[2,2]", "quill-tests", SPARK_CONF)  # getOrCreate
 
 
 @pytest.fixture(scope="session")
@@ -167,6 +174,25 @@ def latest_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def start_copy(spark, bootstrap, src, dst, checkpoint, columns=("key", "value"), **options):
+    """A streaming query from topic `src` (from earliest, `options` for the source)
+    into topic `dst` through the quill sink, exactly-once; `columns` are select()ed."""
+    return (
+        spark.readStream.format("quill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .options(**options)
+        .load()
+        .select(*columns)
+        .writeStream.format("quill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", dst)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+
+
 def rows_as_recs(rows) -> list[Rec]:
     """Spark rows of the source schema -> Rec, for comparing with what was stored."""
     out = []
@@ -184,3 +210,26 @@ def rows_as_recs(rows) -> list[Rec]:
             )
         )
     return out
+
+
+def shuffled_mirror(argv=None) -> int:
+    """pipeline.jobs.mirror with repartition(--shuffle-partitions, "key") before the sink."""
+    from pipeline.jobs import common, mirror
+
+    args = mirror.parse_args(argv)
+    spark = common.session(args, "quill-shuffled-mirror")
+    source = common.read_stream(spark, args, subscribe=args.from_topics)
+    shuffled = source.load().repartition(args.shuffle_partitions, "key").select("key", "value")
+    writer = (
+        shuffled.writeStream.format("quill")
+        .option("kafka.bootstrap.servers", args.bootstrap_server)
+        .option("topic", args.to_topic)
+        # a short producer queue: the tasks cannot hand a whole batch to librdkafka at
+        # once, so the kill tests' SIGKILL lands while records are still to be sent
+        .option("kafka.queue.buffering.max.messages", "1000")
+    )
+    return common.await_stream(common.start_stream(writer, args))
+
+
+if __name__ == "__main__":
+    sys.exit(shuffled_mirror())

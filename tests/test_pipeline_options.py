@@ -106,6 +106,8 @@ def test_bad_sink_options():
         parse_sink_options({**B, "deliveryGuarantee": "exactly-once"}, streaming=False)
     with pytest.raises(OptionError, match="Unknown option 'topics'.*Did you mean 'topic'"):
         parse_sink_options({**B, "topics": "x"}, streaming=False)
+    with pytest.raises(OptionError, match="'queryId' must not contain '/'"):
+        parse_sink_options({**B, "queryId": "a/b"}, streaming=True)
 
 
 def test_range_planning_and_rate_limit():

@@ -16,11 +16,12 @@ from pyspark.sql.types import (
 
 pytest.register_assert_rewrite("tests.pipeline_helpers")
 
-from pipeline.exactly_once import BATCH_HEADER  # noqa: E402
+from pipeline.exactly_once import EOS_HEADER  # noqa: E402
 from tests.pipeline_helpers import (  # noqa: E402
     consume_all,
     create_topic,
     produce,
+    start_copy,
     topic_name,
 )
 
@@ -122,20 +123,7 @@ def test_stream_sink_round_trip_is_exactly_once(spark, bootstrap, tmp_path):
     src = create_topic(bootstrap, topic_name("es-src"), 3)
     dst = create_topic(bootstrap, topic_name("es-dst"), 2)
     produce(bootstrap, src, [{"key": b"k%d" % (i % 7), "value": b"v%05d" % i} for i in range(500)])
-    q = (
-        spark.readStream.format("quill")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", src)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "200")
-        .load()
-        .select("key", "value")
-        .writeStream.format("quill")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", dst)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
-    )
+    q = start_copy(spark, bootstrap, src, dst, tmp_path / "ck", maxOffsetsPerTrigger="200")
     try:
         q.processAllAvailable()
         produce(bootstrap, src, [{"key": b"late", "value": b"v%05d" % i} for i in range(500, 560)])
@@ -145,7 +133,7 @@ def test_stream_sink_round_trip_is_exactly_once(spark, bootstrap, tmp_path):
         q.stop()
     out = consume_all(bootstrap, dst)
     assert sorted(r.value for r in out) == [b"v%05d" % i for i in range(560)]
-    tags = [dict(r.headers)[BATCH_HEADER].decode() for r in out]
+    tags = [dict(r.headers)[EOS_HEADER].decode() for r in out]
     assert all(t.startswith(f"{query_id}/") for t in tags)
     assert len(set(tags)) == 560
     # per key, the order of the source is kept

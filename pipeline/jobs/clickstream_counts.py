@@ -29,14 +29,7 @@ def build_counts(spark, args):
     """The query's DataFrame: (key, value) rows for the summary topic."""
     from pyspark.sql import functions as F
 
-    clicks = (
-        spark.readStream.format("quill")
-        .option("kafka.bootstrap.servers", args.bootstrap_server)
-        .option("subscribe", args.input_topic)
-        .option("startingOffsets", args.starting_offsets)
-    )
-    if args.max_offsets_per_trigger:
-        clicks = clicks.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    clicks = common.read_stream(spark, args, subscribe=args.input_topic)
     counts = (
         clicks.load()
         .withWatermark("timestamp", args.watermark)

@@ -91,6 +91,20 @@ def ensure_topic(bootstrap: str, name: str, partitions: int, config: dict | None
     raise RuntimeError(f"topic {name} has no leader after 30 s")
 
 
+def read_stream(spark, args, **subscription):
+    """spark.readStream of the `quill` source with the job's cluster, starting offsets
+    and rate limit; `subscription` is subscribe=... or subscribePattern=..."""
+    reader = (
+        spark.readStream.format("quill")
+        .option("kafka.bootstrap.servers", args.bootstrap_server)
+        .option("startingOffsets", args.starting_offsets)
+        .options(**subscription)
+    )
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    return reader
+
+
 def start_stream(writer, args):
     """Start a DataStreamWriter with the job's checkpoint and trigger options."""
     writer = writer.option("checkpointLocation", args.checkpoint)

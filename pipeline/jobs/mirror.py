@@ -4,7 +4,7 @@
         [--from-pattern 'orders-.*'] [--keep-partition] [--available-now]
 
 Keys, values and headers are copied as they are; the sink adds one header,
-`quill.batch`, that names the micro-batch each record was written by. Records go to
+`quill.eos`, that names the query, micro-batch and task each record was written by. Records go to
 murmur2(key) % partitions of the destination (so per key, order is kept), or with
 --keep-partition to the partition number they came from. Stop it any way you like
 (even kill -9) and start it again with the same --checkpoint: nothing is copied twice
@@ -19,18 +19,11 @@ from pipeline.jobs import common
 
 
 def start(spark, args):
-    source = (
-        spark.readStream.format("quill")
-        .option("kafka.bootstrap.servers", args.bootstrap_server)
-        .option("startingOffsets", args.starting_offsets)
-        .option("includeHeaders", "true")
-    )
     if args.from_pattern:
-        source = source.option("subscribePattern", args.from_pattern)
+        source = common.read_stream(spark, args, subscribePattern=args.from_pattern)
     else:
-        source = source.option("subscribe", args.from_topics)
-    if args.max_offsets_per_trigger:
-        source = source.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+        source = common.read_stream(spark, args, subscribe=args.from_topics)
+    source = source.option("includeHeaders", "true")
     columns = ["key", "value", "headers"] + (["partition"] if args.keep_partition else [])
     writer = (
         source.load()
