@@ -85,9 +85,10 @@ class RecordIds:
         """The ids of the next rows, in row order (`columns` as `digests` takes them)."""
         h = digests(columns)
         ids = self._format(h)
-        numbers = self._occurrences(h.tolist())
+        numbers = self._occurrences(h)
         if numbers is not None:
-            ids = [i if k == 0 else b"%b/%d" % (i, k) for i, k in zip(ids, numbers, strict=True)]
+            for row in np.flatnonzero(numbers).tolist():
+                ids[row] = b"%b/%d" % (ids[row], numbers[row])
         return ids
 
     def _format(self, h: np.ndarray) -> list[bytes]:
@@ -100,23 +101,28 @@ class RecordIds:
         out[:, width + 1 :: 2] = _HEX[nibbles & 15]
         return out.view(f"S{width + 16}").ravel().tolist()
 
-    def _occurrences(self, digests: list[int]) -> list[int] | None:
-        """Each row's occurrence number, or None when every digest is new (the common
-        case, checked with set operations in C)."""
-        seen = self.seen
+    def _occurrences(self, h: np.ndarray) -> np.ndarray | None:
+        """Each row's occurrence number, or None when every digest is new: the common
+        case, told by set operations in C. Otherwise rows are ranked within their
+        digest with numpy, and Python works once per distinct digest."""
+        digests, seen = h.tolist(), self.seen
         if seen.isdisjoint(digests):
             before = len(seen)
             seen.update(digests)
             if len(seen) - before == len(digests):
                 return None
-            seen.difference_update(digests)  # repeats inside the batch: go row by row
-        numbers = []
-        for d in digests:
-            if d in seen:
-                k = self.repeats.get(d, 1)
-                self.repeats[d] = k + 1
-                numbers.append(k)
-            else:
-                seen.add(d)
-                numbers.append(0)
+            seen.difference_update(digests)
+        order = np.argsort(h, kind="stable")  # identical rows keep their order
+        ranked = h[order]
+        starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+        sizes = np.diff(np.r_[starts, len(h)])
+        earlier = []  # rows with each distinct digest in earlier batches
+        for d, size in zip(ranked[starts].tolist(), sizes.tolist(), strict=True):
+            count = self.repeats.get(d, 1) if d in seen else 0
+            earlier.append(count)
+            seen.add(d)
+            if count + size > 1:
+                self.repeats[d] = count + size
+        numbers = np.empty(len(h), dtype=np.int64)
+        numbers[order] = np.arange(len(h)) - np.repeat(starts - earlier, sizes)
         return numbers
