@@ -21,6 +21,7 @@ from pyspark.sql.datasource import InputPartition
 
 from pipeline.offsets import client_config, data_loss, new_consumer
 from pipeline.options import SourceOptions
+from pipeline.worker import prepare_worker
 
 ROWS_PER_BATCH = 10_000  # Spark's spark.sql.execution.arrow.maxRecordsPerBatch default
 CONSUME_TIMEOUT_S = 0.2
@@ -185,5 +186,6 @@ class RangeReader:
 
 def read_range(rng: OffsetRange, opts: SourceOptions, schema) -> Iterator:
     """The range as Arrow record batches of `schema` (the source's)."""
+    prepare_worker("pyarrow", "confluent_kafka")
     for chunk in RangeReader(rng, opts).chunks():
         yield arrow_batch(chunk, rng, schema, opts.include_headers)

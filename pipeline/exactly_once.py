@@ -84,8 +84,9 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pipeline.consumer import OffsetRange, RangeReader
 from pipeline.offsets import OffsetReader
 from pipeline.options import SinkOptions, SourceOptions
-from pipeline.producer import RecordProducer, SinkColumns
+from pipeline.producer import RecordProducer, SinkColumns, shared_producer
 from pipeline.record_ids import RecordIds
+from pipeline.worker import prepare_worker
 
 log = logging.getLogger("pipeline.sink")
 
@@ -249,6 +250,7 @@ def write_task(batches, columns: dict, opts: SinkOptions) -> TaskWritten:
     """Executor: steps 1-3 for the running Spark task."""
     from pyspark import TaskContext
 
+    prepare_worker("pyarrow", "numpy", "pandas.util", "confluent_kafka")
     ctx = TaskContext.get()
     query_id = opts.query_id or (ctx and ctx.getLocalProperty(QUERY_ID_PROPERTY))
     batch_id = ctx and ctx.getLocalProperty(BATCH_ID_PROPERTY)
@@ -284,7 +286,7 @@ class TaskWriter:
             log.info("%s: batch already written, %d rows skipped", self.key, self.skipped)
             return self._result()
         begin = markers.begins.get(self.key)
-        producer = RecordProducer(self.opts.bootstrap, self.opts.kafka)
+        producer = shared_producer(self.opts.bootstrap, self.opts.kafka)
         try:
             if begin is None:
                 marker = {"phase": "begin", "batch": self.batch_id, "partition": self.partition_id}
@@ -379,7 +381,7 @@ def commit_batch(opts: SinkOptions, batch_id: int, messages: list) -> str:
     records = [] if replay else [(query_id, done)]
     records += [(key, None) for key, m in markers.begins.items() if m["batch"] <= batch_id]
     if records:
-        commits.write(records, RecordProducer(opts.bootstrap, opts.kafka))
+        commits.write(records, shared_producer(opts.bootstrap, opts.kafka))
     log.info(
         "query %s batch %d: %d records written, %d rows found written before",
         query_id,

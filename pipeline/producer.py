@@ -90,9 +90,18 @@ class RecordProducer:
 
     def abandon(self) -> None:
         """After a failure: drop what is still queued and wait for what is in flight, so
-        that no record of this producer lands after the next attempt has looked."""
+        that no record of this producer lands after the next attempt has looked. The
+        producer is not shared any more."""
+        for key, shared in list(_SHARED.items()):
+            if shared is self:
+                del _SHARED[key]
         self._producer.purge(in_queue=True, in_flight=False)
         self._producer.flush(FLUSH_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Let a producer whose last user has flushed go (librdkafka stops with it)."""
+        self._producer.flush(FLUSH_TIMEOUT_S)
+        self._producer = None
 
     def flush(self) -> int:
         """Wait for every acknowledgement; raises DeliveryError if any send failed."""
@@ -102,6 +111,35 @@ class RecordProducer:
         if self.errors:
             raise DeliveryError("Writing failed: " + "; ".join(self.errors))
         return self.sent
+
+
+_SHARED: dict[tuple, RecordProducer] = {}  # least recently used first
+SHARED_MAX = 4  # clusters (or settings) a worker keeps a producer for
+
+
+def shared_producer(bootstrap: str, kafka: dict) -> RecordProducer:
+    """This process's producer for a cluster and settings, its counts reset. A Spark
+    Python worker runs one task at a time and lives on for the next ones
+    (spark.python.worker.reuse), so a task after the first skips librdkafka's start:
+    connections, and the idempotent producer's id, up to 0.5 s here. Every task
+    flushes before it returns; one that fails abandons its producer."""
+    key = (bootstrap, tuple(sorted(kafka.items())))
+    producer = _SHARED.pop(key, None)
+    if producer is None:
+        producer = RecordProducer(bootstrap, kafka)
+        while len(_SHARED) >= SHARED_MAX:  # the least recently used goes
+            _SHARED.pop(next(iter(_SHARED))).close()
+    _SHARED[key] = producer
+    producer.sent = 0
+    producer.errors.clear()
+    return producer
+
+
+def close_shared() -> None:
+    """Flush and drop this process's shared producers (before their cluster goes away:
+    an idle producer would go on reconnecting)."""
+    while _SHARED:
+        _SHARED.popitem()[1].close()
 
 
 class SinkColumns:

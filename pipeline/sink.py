@@ -23,8 +23,9 @@ from pyspark.sql.types import StructType
 
 from pipeline import exactly_once
 from pipeline.options import OptionError, SinkOptions, parse_sink_options
-from pipeline.producer import RecordProducer, sink_rows
+from pipeline.producer import shared_producer, sink_rows
 from pipeline.schema import check_sink_schema
+from pipeline.worker import prepare_worker
 
 
 class Written(WriterCommitMessage):
@@ -33,10 +34,15 @@ class Written(WriterCommitMessage):
 
 
 def write_direct(batches, columns: dict, opts: SinkOptions) -> Written:
-    producer = RecordProducer(opts.bootstrap, opts.kafka)
-    for batch in batches:
-        producer.send_all(sink_rows(batch, columns, opts.topic))
-    return Written(producer.flush())
+    prepare_worker("pyarrow", "numpy", "confluent_kafka")
+    producer = shared_producer(opts.bootstrap, opts.kafka)
+    try:
+        for batch in batches:
+            producer.send_all(sink_rows(batch, columns, opts.topic))
+        return Written(producer.flush())
+    except BaseException:
+        producer.abandon()
+        raise
 
 
 def _columns(schema: StructType, opts: SinkOptions) -> dict[str, str]:

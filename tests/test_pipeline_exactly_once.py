@@ -24,7 +24,7 @@ pytest.register_assert_rewrite("tests.pipeline_helpers")
 
 from pipeline import exactly_once as eo  # noqa: E402
 from pipeline.options import parse_sink_options  # noqa: E402
-from pipeline.producer import SinkColumns  # noqa: E402
+from pipeline.producer import SinkColumns, close_shared  # noqa: E402
 from pipeline.record_ids import RecordIds  # noqa: E402
 from tests.pipeline_helpers import (  # noqa: E402
     consume_all,
@@ -44,7 +44,8 @@ COLUMNS = {"key": "key", "value": "value"}
 def bootstrap(cluster_factory):
     cluster = cluster_factory(1).bootstrap
     eo.ensure_commits_topic(cluster, {})
-    return cluster
+    yield cluster
+    close_shared()  # the tasks run in this process here, and share its producer
 
 
 def sink_options(bootstrap, topic, query_id=None):
