@@ -120,6 +120,10 @@ class Broker:
         self.proc.wait_healthy(timeout)
 
     def start(self, timeout: float | None = None) -> None:
+        """Start a stopped or killed broker; a running one is left as it is (a second
+        process would only fail on the log dir's lock)."""
+        if self.alive():
+            return
         self.launch()
         self.wait_healthy(timeout)
 

@@ -26,8 +26,35 @@ def unique(prefix: str) -> str:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
+    """Create the topic and return once every broker's metadata has all its leaders:
+    CreateTopics answers when the controller has written it, and a broker that has not
+    had the controller's UpdateMetadata yet answers UNKNOWN_TOPIC_OR_PARTITION (to an
+    OffsetCommit, say), which clients retry but raw-protocol tests would not."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf)])[name].result(timeout=30)
+    wait_until(
+        lambda: all(_knows(address, name, partitions) for address in bootstrap.split(",")),
+        what=f"every broker to know {name}",
+    )
+
+
+def _knows(address: str, topic: str, partitions: int) -> bool:
+    from tests.wire import WireClient
+
+    host, port = address.rsplit(":", 1)
+    try:
+        client = WireClient(host, int(port))
+    except OSError:
+        return True  # a broker that is down has nothing to answer for
+    try:
+        resp = client.request(
+            3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        )
+    finally:
+        client.close()
+    (t,) = resp.topics
+    ready = [p for p in t.partitions if p.error_code == 0 and p.leader_id >= 0]
+    return t.error_code == 0 and len(ready) == partitions
 
 
 def topic_and_group(bootstrap: str, label: str, partitions: int, rf: int = 1) -> tuple[str, str]:
