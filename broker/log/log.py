@@ -1,5 +1,6 @@
 """A partition's log: segments, offsets, appends, reads, roll, retention, truncation
-(Kafka's UnifiedLog + LocalLog, without remote storage or transactions).
+(Kafka's UnifiedLog + LocalLog, without remote storage), with the transactional
+parts: markers, the last stable offset and the aborted transaction index.
 
 One ``Log`` per ``<topic>-<partition>`` directory. Not thread-safe: the server calls
 it from its event loop. Times are milliseconds; methods that need "now" take
@@ -39,8 +40,22 @@ from broker.log.segment import (
 from broker.log.segment import (
     now_ms as wall_clock_ms,
 )
+from broker.log.txn_index import (
+    ABORT,
+    AbortedTxn,
+    TransactionIndex,
+    control_key,
+    control_value,
+    parse_control_key,
+)
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.records import BatchHeader, assign_offsets, decode_records, validate_produce
+from broker.protocol.records import (
+    BatchHeader,
+    assign_offsets,
+    build_batch,
+    decode_records,
+    validate_produce,
+)
 
 __all__ = ["Log", "LogAppendInfo", "parse_topic_partition"]
 
@@ -115,6 +130,8 @@ class Log:
         self.high_watermark = self._log_start_offset if high_watermark is None else high_watermark
         self.last_flush_ms = now
         self._pending_flush_offset: int | None = None
+        self.txn_index = TransactionIndex(self.dir)
+        self.txn_index.truncate_to(self._leo)
         self.closed = False
 
     def __repr__(self) -> str:
@@ -175,6 +192,7 @@ class Log:
         headers: Sequence[BatchHeader] | None = None,
         leader_epoch: int = 0,
         now_ms: int | None = None,
+        check_sequence: bool = True,
     ) -> LogAppendInfo:
         """Append a client's batches. ``records`` is rewritten in place (offsets, leader
         epoch); ``headers`` are validate_produce's (validated here if None). Checks
@@ -191,7 +209,7 @@ class Log:
         if append_time is None:
             check_timestamps(records, headers, config, now)
         pending, duplicate = self.producer_state.check_append(
-            producer_batches(headers, self._leo, append_time)
+            producer_batches(headers, self._leo, append_time), check_sequence
         )
         if duplicate is not None:
             return LogAppendInfo(
@@ -224,6 +242,78 @@ class Log:
             last - first + 1,
         )
 
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Append a COMMIT or ABORT control batch for ``producer_id`` (WriteTxnMarkers,
+        Kafka's appendAsLeader with AppendOrigin.COORDINATOR) and close its transaction."""
+        self.producer_state.check_marker(producer_id, producer_epoch)
+        now = wall_clock_ms() if now_ms is None else now_ms
+        records = bytearray(
+            build_batch(
+                [(control_key(commit), control_value(coordinator_epoch), [], now)],
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                is_transactional=True,
+                is_control=True,
+            )
+        )
+        headers = validate_produce(
+            records,
+            max_message_bytes=max(self.config.max_message_bytes, len(records)),
+            allow_control=True,
+        )
+        info = assign_offsets(records, headers, self._leo, leader_epoch)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
+        offset = info.first_offset
+        self._append(records, offset, offset, info.max_timestamp, offset, now)
+        self._complete_txn(producer_id, producer_epoch, coordinator_epoch, commit, offset, now)
+        self.producer_state.map_end_offset = self._leo
+        return LogAppendInfo(
+            offset, offset, info.max_timestamp, offset, -1, self._log_start_offset, 1
+        )
+
+    def _complete_txn(
+        self, pid: int, epoch: int, coordinator_epoch: int, commit: bool, offset: int, ts: int
+    ) -> None:
+        first = self.producer_state.complete_txn(pid, epoch, coordinator_epoch, ts)
+        if not commit and first is not None:
+            unstable = self.producer_state.first_unstable_offset()
+            lso = offset if unstable is None else min(unstable, offset)
+            self.txn_index.append(
+                self.active_segment.base_offset, AbortedTxn(pid, first, offset, lso)
+            )
+
+    def _replay_control(self, records, header: BatchHeader) -> None:
+        """A replicated marker: close the transaction, index it if it aborted."""
+        view = memoryview(records)[header.position : header.position + header.size]
+        kinds = [parse_control_key(r.key) for r in decode_records(view)]
+        commit = bool(kinds) and kinds[0] != ABORT
+        self._complete_txn(
+            header.producer_id,
+            header.producer_epoch,
+            -1,
+            commit,
+            header.base_offset,
+            header.max_timestamp,
+        )
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the oldest open transaction, high watermark)."""
+        unstable = self.producer_state.first_unstable_offset()
+        return self._hw if unstable is None else min(unstable, self._hw)
+
+    def collect_aborted(self, start: int, upper: int) -> list[AbortedTxn]:
+        return self.txn_index.collect(start, upper)
+
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, now_ms: int | None = None
     ) -> LogAppendInfo | None:
@@ -243,7 +333,11 @@ class Log:
         now = wall_clock_ms() if now_ms is None else now_ms
         self._append(memoryview(records)[:valid], first, last, max_ts, offset_of_max, now)
         for h in headers:
-            self.producer_state.replay_batch(h)
+            if h.is_control and h.producer_id >= 0:
+                self._replay_control(records, h)
+                self.producer_state.map_end_offset = h.last_offset + 1
+            else:
+                self.producer_state.replay_batch(h)
         count = sum(h.records_count for h in headers)
         return LogAppendInfo(first, last, max_ts, offset_of_max, -1, self._log_start_offset, count)
 
@@ -485,6 +579,7 @@ class Log:
             self.maybe_increment_log_start_offset(new_start)
         self._remove_segments(doomed, now_ms)
         self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        self.txn_index.drop_before(self._log_start_offset, self._bases)
         return len(doomed)
 
     # --- truncation ----------------------------------------------------------------------
@@ -506,6 +601,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(offset)
         self._log_start_offset = min(offset, self._log_start_offset)
         self.recovery_point = min(self.recovery_point, offset)
+        self.txn_index.truncate_to(offset)
         self._rebuild_producer_state(now_ms)
         self._hw = min(self._hw, self._leo)
         self._hw_position = None
@@ -522,6 +618,7 @@ class Log:
         self._leo = offset
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully_and_start_at(offset)
+        self.txn_index.delete_all()
         self._log_start_offset = offset if log_start_offset is None else log_start_offset
         self.recovery_point = offset
         self._rebuild_producer_state(now_ms)
@@ -591,3 +688,4 @@ class Log:
             seg.update_parent_dir(self.dir)
         self.producer_state.update_parent_dir(self.dir)
         self.leader_epoch_cache.update_parent_dir(self.dir)
+        self.txn_index = TransactionIndex(self.dir)
