@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator.group import OFFSETS_TOPIC, JoinResult, SyncResult
+from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader, ms
 from .. import request_context, topic_admin
@@ -69,19 +70,26 @@ def _no_coordinator(key: str, code: ErrorCode, message: str) -> dict:
 
 async def _find(server: KafkaServer, key_type: int, key: str) -> dict:
     if key_type == KEY_TYPE_TRANSACTION:
-        return _no_coordinator(
-            key, E.coordinator_not_available, "transactions are not supported yet"
-        )
-    if key_type != KEY_TYPE_GROUP:
+        from .txn import ensure_transaction_topic
+
+        if not key:
+            return _no_coordinator(key, E.invalid_request, "empty transactional id")
+        topic = TRANSACTION_STATE_TOPIC
+        ready = await ensure_transaction_topic(server)
+        partition = server.txn_coordinator.manager.partition_for(key)
+    elif key_type == KEY_TYPE_GROUP:
+        topic = OFFSETS_TOPIC
+        ready = await ensure_offsets_topic(server)
+        partition = server.group_coordinator.manager.partition_for(key)
+    else:
         return _no_coordinator(key, E.invalid_request, f"unknown key type {key_type}")
-    if not await ensure_offsets_topic(server):
-        return _no_coordinator(key, E.coordinator_not_available, f"{OFFSETS_TOPIC} is not ready")
-    partition = server.group_coordinator.manager.partition_for(key)
-    leader = server.cache.leader_of(OFFSETS_TOPIC, partition)
+    if not ready:
+        return _no_coordinator(key, E.coordinator_not_available, f"{topic} is not ready")
+    leader = server.cache.leader_of(topic, partition)
     broker = server.cache.brokers.get(leader)
     if broker is None:
         return _no_coordinator(
-            key, E.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"
+            key, E.coordinator_not_available, f"{topic}-{partition} has no leader"
         )
     return {
         "key": key,

@@ -1,0 +1,229 @@
+"""TransactionStateManager: transactional ids in memory and in ``__transaction_state``.
+
+As for groups, a broker coordinates the transactional ids that hash to the partitions
+of ``__transaction_state`` it leads. Becoming leader schedules a load (meanwhile those
+ids answer COORDINATOR_LOAD_IN_PROGRESS); losing leadership unloads them. Loads and
+unloads run in order on one worker task, guarded by the partition's leader epoch,
+which is also the coordinator epoch written into the markers.
+
+Every state transition is appended with acks=all and becomes the cached state only
+once it is committed (Kafka's pending state and completeTransitionTo).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ...protocol import records as rec
+from ...protocol.errors import ErrorCode, KafkaError
+from . import codec
+from .config import TransactionConfig
+from .metadata import TRANSACTION_STATE_TOPIC, TransactionMetadata
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+_APPEND_ERRORS = {  # Kafka's TransactionStateManager.appendTransactionToLog
+    E.unknown_topic_or_partition: E.coordinator_not_available,
+    E.not_enough_replicas: E.coordinator_not_available,
+    E.not_enough_replicas_after_append: E.coordinator_not_available,
+    E.request_timed_out: E.coordinator_not_available,
+    E.not_leader_or_follower: E.not_coordinator,
+    E.kafka_storage_error: E.not_coordinator,
+    E.message_too_large: E.unknown_server_error,
+    E.record_list_too_large: E.unknown_server_error,
+}
+
+
+class TransactionStateManager:
+    def __init__(self, broker_id: int, replicas, config: TransactionConfig) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.config = config
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.loading: set[int] = set()
+        self.owned: set[int] = set()
+        self.epochs: dict[int, int] = {}
+        self._jobs: asyncio.Queue | None = None
+        self._worker: asyncio.Task | None = None
+
+    def startup(self) -> None:
+        self._jobs = asyncio.Queue()
+        self._worker = asyncio.ensure_future(self._run_jobs())
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return codec.partition_for(transactional_id, self.config.num_partitions)
+
+    def status(self, transactional_id: str) -> ErrorCode:
+        """NONE if this broker coordinates the id now, else why not."""
+        partition = self.partition_for(transactional_id)
+        if partition in self.loading:
+            return E.coordinator_load_in_progress
+        if partition not in self.owned:
+            return E.not_coordinator
+        return E.none
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        return self.epochs.get(self.partition_for(transactional_id), -1)
+
+    # -- writes ------------------------------------------------------------------------------
+    async def transition(self, md: TransactionMetadata, new: TransactionMetadata) -> ErrorCode:
+        """Write ``new`` for ``md``'s id; install it in ``md`` once committed."""
+        md.pending = True
+        try:
+            error = await self._append(md.transactional_id, new)
+            if error == E.none:
+                md.install(new)
+            else:
+                log.info(
+                    "transaction %s: writing %s failed: %s",
+                    md.transactional_id,
+                    new.state.name,
+                    error.name,
+                )
+            return error
+        finally:
+            md.pending = False
+
+    async def _append(self, transactional_id: str, new: TransactionMetadata) -> ErrorCode:
+        partition = self.partition_for(transactional_id)
+        epoch = self.epochs.get(partition)
+        if partition not in self.owned:
+            return E.not_coordinator
+        batch = rec.build_batch(
+            [
+                (
+                    codec.key_bytes(transactional_id),
+                    codec.value_bytes(new.to_log()),
+                    [],
+                    int(time.time() * 1000),
+                )
+            ]
+        )
+        result = self.replicas.append(TRANSACTION_STATE_TOPIC, partition, batch, acks=-1)
+        if result.error != E.none:
+            return _APPEND_ERRORS.get(result.error, result.error)
+        ok = await self.replicas.wait_committed(
+            TRANSACTION_STATE_TOPIC,
+            partition,
+            result.last_offset,
+            self.config.write_timeout_ms / 1000,
+        )
+        if self.epochs.get(partition) != epoch or partition not in self.owned:
+            return E.not_coordinator  # leadership moved while we waited
+        if not ok:
+            part = self.replicas.partitions.get((TRANSACTION_STATE_TOPIC, partition))
+            return E.coordinator_not_available if part and part.is_leader else E.not_coordinator
+        return E.none
+
+    # -- loading and unloading ---------------------------------------------------------------
+    def _update_epoch(self, partition: int, epoch: int | None) -> bool:
+        current = self.epochs.get(partition)
+        if epoch is not None and (current is None or epoch > current):
+            self.epochs[partition] = current = epoch
+        return epoch is None or epoch == current
+
+    async def _run_jobs(self) -> None:
+        while True:
+            job = await self._jobs.get()
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transaction state job failed")
+
+    def schedule_load(self, partition: int, epoch: int, on_loaded) -> None:
+        log.info(
+            "scheduling the load of %s-%d (epoch %d)", TRANSACTION_STATE_TOPIC, partition, epoch
+        )
+        self._jobs.put_nowait(lambda: self._load(partition, epoch, on_loaded))
+
+    def schedule_unload(self, partition: int, epoch: int | None) -> None:
+        async def job() -> None:
+            self._unload(partition, epoch)
+
+        self._jobs.put_nowait(job)
+
+    async def _load(self, partition: int, epoch: int, on_loaded) -> None:
+        if not self._update_epoch(partition, epoch):
+            return
+        if partition in self.owned or partition in self.loading:
+            return
+        self.loading.add(partition)
+        loaded = None
+        try:
+            loaded = await self._read_partition(partition, epoch)
+            if loaded is not None:
+                for txn_id, value in loaded.items():
+                    self.txns[txn_id] = TransactionMetadata.from_log(txn_id, value)
+                log.info(
+                    "loaded %d transactional ids from %s-%d",
+                    len(loaded),
+                    TRANSACTION_STATE_TOPIC,
+                    partition,
+                )
+        finally:
+            if partition in self.loading:
+                self.loading.discard(partition)
+                self.owned.add(partition)
+        if loaded is not None:
+            on_loaded([self.txns[t] for t in loaded if t in self.txns])
+
+    async def _read_partition(self, partition: int, epoch: int):
+        found: dict[str, codec.TxnLogValue] = {}
+        pos = None
+        while True:
+            part = self.replicas.partitions.get((TRANSACTION_STATE_TOPIC, partition))
+            if part is None or part.log is None or not part.is_leader:
+                return None
+            if self.epochs.get(partition) != epoch or partition not in self.loading:
+                return None
+            lg = part.log
+            pos = lg.log_start_offset if pos is None else max(pos, lg.log_start_offset)
+            if pos >= lg.log_end_offset:
+                return found
+            data = lg.read_bytes(pos, self.config.load_buffer_size)
+            if not data:
+                return found
+            pos = _replay(data, pos, found)
+            await asyncio.sleep(0)
+
+    def _unload(self, partition: int, epoch: int | None) -> None:
+        if not self._update_epoch(partition, epoch):
+            return
+        self.loading.discard(partition)
+        self.owned.discard(partition)
+        for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
+            del self.txns[txn_id]
+        log.info("unloaded %s-%d", TRANSACTION_STATE_TOPIC, partition)
+
+
+def _replay(data: bytes, pos: int, found: dict) -> int:
+    view = memoryview(data)
+    at = 0
+    while at + rec.BATCH_HEADER_SIZE <= len(data):
+        header = rec.read_batch_header(view, at)
+        if at + header.size > len(data):
+            break
+        if not header.is_control:
+            for record in rec.decode_records(view[at : at + header.size]):
+                if record.offset < pos or record.key is None:
+                    continue
+                try:
+                    txn_id = codec.read_key(record.key)
+                    if record.value is None:
+                        found.pop(txn_id, None)
+                    else:
+                        found[txn_id] = codec.read_value(record.value)
+                except (codec.CodecError, KafkaError, UnicodeDecodeError, ValueError) as exc:
+                    log.warning("skipping an unreadable record at %d: %s", record.offset, exc)
+        pos = max(pos, header.next_offset)
+        at += header.size
+    return pos

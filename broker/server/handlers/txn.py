@@ -1,0 +1,266 @@
+"""Transactions on the wire (KIP-98): InitProducerId for a transactional id,
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit for clients;
+WriteTxnMarkers between brokers (the coordinator to each partition's leader).
+
+``__transaction_state`` is created on the first FindCoordinator for a transactional
+id, as ``__consumer_offsets`` is for groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...client.connection import BrokerConnection
+from ...coordinator.group import OFFSETS_TOPIC, OffsetAndMetadata
+from ...coordinator.group.group import now_ms
+from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import RequestHeader, ms
+from .. import topic_admin
+from .offsets_commit import _by_topic, _known
+
+if TYPE_CHECKING:
+    from ..kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+MARKER_TIMEOUT_S = 5.0
+
+
+def _fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
+    """PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for clients older than KIP-588."""
+    if code == E.producer_fenced and version < first_fenced_version:
+        return E.invalid_producer_epoch
+    return code
+
+
+async def ensure_transaction_topic(server: KafkaServer) -> bool:
+    if TRANSACTION_STATE_TOPIC in server.cache.topics:
+        return True
+    coordinator = server.txn_coordinator
+    async with coordinator.topic_lock:
+        if TRANSACTION_STATE_TOPIC in server.cache.topics:
+            return True
+        config = coordinator.config
+        rf = min(config.replication_factor, max(len(server.cache.brokers), 1))
+        try:
+            await topic_admin.create_topic(
+                server,
+                TRANSACTION_STATE_TOPIC,
+                config.num_partitions,
+                rf,
+                configs=config.topic_configs(rf),
+                timeout_ms=10000,
+            )
+            log.info(
+                "created %s (%d partitions, RF %d)",
+                TRANSACTION_STATE_TOPIC,
+                config.num_partitions,
+                rf,
+            )
+        except KafkaError as exc:
+            if exc.code != E.topic_already_exists:
+                log.warning("could not create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
+                return False
+            await topic_admin.wait_for_leaders(
+                server, TRANSACTION_STATE_TOPIC, config.num_partitions, 10000
+            )
+        return TRANSACTION_STATE_TOPIC in server.cache.topics
+
+
+# -- InitProducerId ------------------------------------------------------------------------
+async def init_transactional_producer_id(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> dict:
+    error, pid, epoch = await server.txn_coordinator.init_producer_id(
+        req.transactional_id,
+        ms(req.transaction_timeout),
+        getattr(req, "producer_id", -1),
+        getattr(req, "producer_epoch", -1),
+    )
+    return {
+        "error_code": _fenced(error, header.api_version, 4),
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "throttle_time": 0,
+    }
+
+
+# -- AddPartitionsToTxn / AddOffsetsToTxn / EndTxn -----------------------------------------
+async def handle_add_partitions_to_txn(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> dict:
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    unknown = {tp for tp in wanted if not _known(server, *tp)}
+    if unknown:  # Kafka: UNKNOWN_TOPIC_OR_PARTITION there, OPERATION_NOT_ATTEMPTED elsewhere
+        errors = {
+            tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted
+            for tp in wanted
+        }
+    else:
+        error = await server.txn_coordinator.add_partitions(
+            req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            wanted,
+        )
+        errors = dict.fromkeys(wanted, _fenced(error, header.api_version, 2))
+    results: dict[str, list] = {}
+    for (topic, p), err in errors.items():
+        results.setdefault(topic, []).append({"partition_index": p, "partition_error_code": err})
+    return {
+        "throttle_time": 0,
+        "results_by_topic_v3_and_below": [
+            {"name": name, "results_by_partition": parts} for name, parts in results.items()
+        ],
+    }
+
+
+async def handle_add_offsets_to_txn(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    partition = server.group_coordinator.manager.partition_for(req.group_id)
+    error = await server.txn_coordinator.add_partitions(
+        req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, partition)]
+    )
+    return {"throttle_time": 0, "error_code": _fenced(error, header.api_version, 2)}
+
+
+async def handle_end_txn(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    error = await server.txn_coordinator.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+    )
+    return {"throttle_time": 0, "error_code": _fenced(error, header.api_version, 2)}
+
+
+# -- TxnOffsetCommit -----------------------------------------------------------------------
+async def handle_txn_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    now = now_ms()
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order = []
+    for topic in req.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if not _known(server, *tp):
+                errors[tp] = E.unknown_topic_or_partition
+                continue
+            epoch = getattr(p, "committed_leader_epoch", -1)
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=None if epoch is None or epoch < 0 else epoch,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now,
+                expire_timestamp=None,
+            )
+    if offsets:
+        result = await server.group_coordinator.commit_txn_offsets(
+            req.group_id,
+            req.producer_id,
+            req.producer_epoch,
+            getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None),
+            getattr(req, "generation_id", -1),
+            offsets,
+        )
+        errors.update({tp: _fenced(e, header.api_version, 3) for tp, e in result.items()})
+    return {"throttle_time": 0, "topics": _by_topic(errors, order)}
+
+
+# -- WriteTxnMarkers -----------------------------------------------------------------------
+async def write_markers_locally(
+    server: KafkaServer, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps
+) -> dict[tuple[str, int], ErrorCode]:
+    """Append the marker to each partition we lead and wait for the ISR (acks=all);
+    markers on ``__consumer_offsets`` complete the group's pending offsets."""
+    results: dict[tuple[str, int], ErrorCode] = {}
+    waits = []
+    for topic, p in tps:
+        r = server.replicas.append_marker(topic, p, pid, epoch, coordinator_epoch, commit)
+        results[(topic, p)] = r.error
+        if r.error == E.none:
+            waits.append(((topic, p), r.last_offset))
+    done = await asyncio.gather(
+        *(server.replicas.wait_committed(t, p, off, MARKER_TIMEOUT_S) for (t, p), off in waits)
+    )
+    for ((topic, p), _off), ok in zip(waits, done, strict=True):
+        if not ok:
+            results[(topic, p)] = E.request_timed_out
+        elif topic == OFFSETS_TOPIC:
+            server.group_coordinator.manager.complete_txn(p, pid, commit)
+    return results
+
+
+async def handle_write_txn_markers(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    markers = []
+    for m in req.markers:
+        tps = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        errors = await write_markers_locally(
+            server,
+            m.producer_id,
+            m.producer_epoch,
+            m.transaction_result,
+            m.coordinator_epoch,
+            tps,
+        )
+        markers.append({"producer_id": m.producer_id, "topics": _by_topic(errors, tps)})
+    return {"markers": markers}
+
+
+class TransactionMarkerChannel:
+    """The coordinator's way to the partition leaders (Kafka's
+    TransactionMarkerChannelManager): a connection per broker, kept open."""
+
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self._conns: dict[int, BrokerConnection] = {}
+
+    async def send(self, leader: int, pid: int, epoch: int, commit: bool, coord_epoch: int, tps):
+        server = self.server
+        if leader == server.config.broker_id:
+            return await write_markers_locally(server, pid, epoch, commit, coord_epoch, tps)
+        conn = await self._connection(leader)
+        topics: dict[str, list[int]] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+        body = {
+            "markers": [
+                {
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "transaction_result": commit,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+                    "coordinator_epoch": coord_epoch,
+                }
+            ]
+        }
+        try:
+            resp = await conn.request(27, 0, body, timeout_s=MARKER_TIMEOUT_S * 2)
+        except Exception:
+            self._conns.pop(leader, None)
+            await conn.close()
+            raise
+        out = {}
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index)] = ErrorCode(p.error_code)
+        return out
+
+    async def _connection(self, broker_id: int) -> BrokerConnection:
+        conn = self._conns.get(broker_id)
+        if conn is not None and conn.connected:
+            return conn
+        endpoint = self.server._broker_endpoint(broker_id)
+        if endpoint is None:
+            raise OSError(f"broker {broker_id} is not alive")
+        conn = BrokerConnection(*endpoint, client_id=f"broker-{self.server.config.broker_id}-txn")
+        await conn.connect()
+        self._conns[broker_id] = conn
+        return conn
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            await conn.close()
+        self._conns.clear()
