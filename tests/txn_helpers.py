@@ -70,3 +70,49 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> 
         }
     finally:
         c.close()
+
+
+def find_txn_coordinator(client, txn_id: str):
+    """FindCoordinator v3, key type 1 (transaction)."""
+    return client.request(10, 3, {"key": txn_id, "key_type": 1})
+
+
+def wait_txn_coordinator(client, txn_id: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = find_txn_coordinator(client, txn_id)
+        if resp.error_code == 0 or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.2)
+
+
+def init_pid(client, txn_id: str, timeout_ms: int = 60000, version: int = 4, retries: int = 100):
+    """InitProducerId for a transactional id, retried while the coordinator loads."""
+    for _ in range(retries):
+        resp = client.request(
+            22,
+            version,
+            {
+                "transactional_id": txn_id,
+                "transaction_timeout": timeout_ms,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        if int(resp.error_code) not in (14, 15, 51):  # loading, not available, concurrent
+            return resp
+        time.sleep(0.1)
+    return resp
+
+
+def committed_without_stability(client, group: str, topic: str, partitions: int) -> dict:
+    """OffsetFetch v6 (no require_stable): the committed offsets, pending ones not shown."""
+    resp = client.request(
+        9,
+        6,
+        {
+            "group_id": group,
+            "topics": [{"name": topic, "partition_indexes": list(range(partitions))}],
+        },
+    )
+    return {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}

@@ -60,7 +60,7 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     24: ("AddPartitionsToTxn", 0, 3),  # v4 is KIP-890's batched verification
     25: ("AddOffsetsToTxn", 0, 3),
     26: ("EndTxn", 0, 3),
-    27: ("WriteTxnMarkers", 0, 1),
+    27: ("WriteTxnMarkers", 1, 1),  # kio has no v0 (Kafka 4 dropped it); v2 is KIP-890
     28: ("TxnOffsetCommit", 0, 3),
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),

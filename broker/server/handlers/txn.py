@@ -236,7 +236,7 @@ class TransactionMarkerChannel:
             ]
         }
         try:
-            resp = await conn.request(27, 0, body, timeout_s=MARKER_TIMEOUT_S * 2)
+            resp = await conn.request(27, 1, body, timeout_s=MARKER_TIMEOUT_S * 2)
         except Exception:
             self._conns.pop(leader, None)
             await conn.close()

@@ -1,0 +1,117 @@
+"""Transaction requests on the wire with bad input: Kafka's error codes for a wrong
+epoch, an unknown producer id, an EndTxn without a transaction, a timeout above
+transaction.max.timeout.ms, and a broker that does not coordinate the id."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode as E
+
+from tests.group_helpers import create_topic, unique
+from tests.txn_helpers import TXN_BROKER, init_pid, wait_txn_coordinator
+from tests.wire import WireClient
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_factory):
+    return cluster_factory(1, **TXN_BROKER, **{"transaction.max.timeout.ms": "120000"})
+
+
+@pytest.fixture
+def client(cluster):
+    c = WireClient.for_bootstrap(cluster.bootstrap)
+    yield c
+    c.close()
+
+
+def _add(client, txn_id, pid, epoch, topic, version=3):
+    resp = client.request(
+        24,
+        version,
+        {
+            "v3_and_below_transactional_id": txn_id,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+        },
+    )
+    (t,) = resp.results_by_topic_v3_and_below
+    (p,) = t.results_by_partition
+    return p.partition_error_code
+
+
+def _end(client, txn_id, pid, epoch, commit=True, version=3):
+    return client.request(
+        26,
+        version,
+        {
+            "transactional_id": txn_id,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "committed": commit,
+        },
+    ).error_code
+
+
+def test_coordinator_is_found_and_gives_a_producer_id(cluster, client):
+    txn_id = unique("tx")
+    found = wait_txn_coordinator(client, txn_id)
+    assert found.error_code == E.none and found.node_id == 1
+    first = init_pid(client, txn_id)
+    assert first.error_code == E.none and first.producer_id >= 0 and first.producer_epoch == 0
+    again = init_pid(client, txn_id)  # a restart of the same producer: epoch bump
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)
+
+
+def test_timeout_above_the_maximum_is_refused(cluster, client):
+    txn_id = unique("tx")
+    wait_txn_coordinator(client, txn_id)
+    assert init_pid(client, txn_id, timeout_ms=120001).error_code == E.invalid_transaction_timeout
+    assert init_pid(client, txn_id, timeout_ms=0).error_code == E.invalid_transaction_timeout
+
+
+def test_unknown_producer_id_and_wrong_epoch(cluster, client):
+    topic = unique("t-wire")
+    create_topic(cluster.bootstrap, topic, 1)
+    txn_id = unique("tx")
+    wait_txn_coordinator(client, txn_id)
+    assert _add(client, txn_id, 12345, 0, topic) == E.invalid_producer_id_mapping
+    got = init_pid(client, txn_id)
+    pid, epoch = got.producer_id, got.producer_epoch
+    assert _add(client, txn_id, pid + 1, epoch, topic) == E.invalid_producer_id_mapping
+    assert _add(client, txn_id, pid, epoch + 1, topic) == E.producer_fenced
+    assert _add(client, txn_id, pid, epoch + 1, topic, version=1) == E.invalid_producer_epoch
+    assert _end(client, txn_id, pid, epoch) == E.invalid_txn_state  # nothing begun
+    assert _add(client, txn_id, pid, epoch, "no-such-topic") == E.unknown_topic_or_partition
+    assert _add(client, txn_id, pid, epoch, topic) == E.none
+    assert _end(client, txn_id, pid, epoch - 1) == E.producer_fenced
+    assert _end(client, txn_id, pid, epoch - 1, version=1) == E.invalid_producer_epoch
+    assert _end(client, "never-initialised", pid, epoch) in (
+        E.invalid_producer_id_mapping,
+        E.coordinator_load_in_progress,
+    )
+    assert _end(client, txn_id, pid, epoch, commit=True) == E.none
+    # a retried EndTxn that already went through is fine; the opposite outcome is not
+    wait_ok = [_end(client, txn_id, pid, epoch, commit=True) for _ in range(50)]
+    assert E.none in wait_ok
+    assert _end(client, txn_id, pid, epoch, commit=False) == E.invalid_txn_state
+
+
+def test_write_txn_markers_for_an_unknown_partition(cluster, client):
+    resp = client.request(
+        27,
+        1,
+        {
+            "markers": [
+                {
+                    "producer_id": 1,
+                    "producer_epoch": 0,
+                    "transaction_result": True,
+                    "topics": [{"name": "no-such-topic", "partition_indexes": [0]}],
+                    "coordinator_epoch": 0,
+                }
+            ]
+        },
+    )
+    (marker,) = resp.markers
+    assert marker.topics[0].partitions[0].error_code == E.unknown_topic_or_partition
