@@ -122,3 +122,25 @@ def test_follower_replays_markers_and_indexes_aborts(tmp_path) -> None:
     assert [tuple(a) for a in follower.collect_aborted(0, 5)] == [(PID, 0, 3, 3)]
     follower.truncate_to(3)  # the marker goes: so does its index entry
     assert follower.collect_aborted(0, 5) == []
+
+
+def test_cleaner_stops_at_the_first_open_transaction(tmp_path) -> None:
+    from broker.log.cleaner import cleanable_offsets
+
+    log = Log(tmp_path / "t-0", config(**{"cleanup.policy": "compact", "segment.bytes": "200"}))
+    for _ in range(3):
+        log.append_as_leader(batch_of(2), now_ms=1)
+    log.append_as_leader(txn_batch(1, PID), now_ms=1)  # open at offset 6
+    for _ in range(3):
+        log.append_as_leader(batch_of(2), now_ms=1)
+    log.high_watermark = log.log_end_offset
+    assert len(log.segments) > 3
+    _first, uncleanable = cleanable_offsets(log, None, 10)
+    assert uncleanable <= 6
+    log.append_marker(PID, 0, 0, commit=True, now_ms=2_000)
+    log.high_watermark = log.log_end_offset
+    assert cleanable_offsets(log, None, 10)[1] > 6
+
+
+def batch_of(count: int) -> bytearray:
+    return bytearray(build_batch([(b"k", b"v" * 40, [], 1_000) for _ in range(count)]))

@@ -254,7 +254,9 @@ def cleanable_offsets(lg: Log, checkpoint: int | None, now: int) -> tuple[int, i
     first_dirty = checkpoint if checkpoint is not None else lg.log_start_offset
     if first_dirty < lg.log_start_offset or first_dirty > lg.log_end_offset:
         first_dirty = lg.log_start_offset
-    limits = [lg.high_watermark, lg.active_segment.base_offset]
+    # the last stable offset, not the HW: an open transaction is not cleaned (Kafka's
+    # firstUnstableOffset bound)
+    limits = [lg.last_stable_offset, lg.active_segment.base_offset]
     lag = max(lg.config.min_compaction_lag_ms, 0)
     if lag > 0:
         young = next(
