@@ -213,3 +213,31 @@ def test_aborted_send_offsets_leaves_no_commit(cluster):
     finally:
         consumer.close()
     assert committed_offsets(cluster.bootstrap, group, source, 1) == {0: -1001}
+
+
+def test_open_transaction_survives_a_broker_restart(cluster):
+    """Producer state snapshots keep the open transaction (LSO held after restart) and
+    the coordinator reloads the id from __transaction_state: the commit goes through."""
+    topic = unique("t-restart")
+    create_topic(cluster.bootstrap, topic, 1)
+    p = txn_producer(cluster.bootstrap, unique("tx"), **{"transaction.timeout.ms": 60000})
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, f"kept-{i}".encode(), partition=0)
+    p.flush(30)
+    cluster.broker(1).restart()
+    wait_until(
+        lambda: _end_offsets_or_none(cluster.bootstrap, topic, "read_uncommitted") == {0: 4},
+        what="the partition back",
+    )
+    assert end_offsets(cluster.bootstrap, topic, 1, "read_committed") == {0: 0}
+    p.commit_transaction(60)
+    assert end_offsets(cluster.bootstrap, topic, 1, "read_committed") == {0: 5}
+    assert len(read_all(cluster.bootstrap, topic, 1, "read_committed")) == 4
+
+
+def _end_offsets_or_none(bootstrap: str, topic: str, isolation: str):
+    try:
+        return end_offsets(bootstrap, topic, 1, isolation)
+    except KafkaException:
+        return None

@@ -9,11 +9,13 @@ import threading
 
 import pytest
 from confluent_kafka import KafkaException
+from kio.schema.errors import ErrorCode as E
 
 from tests.group_helpers import create_topic, unique, wait_until
 from tests.txn_helpers import (
     TXN_BROKER,
     end_offsets,
+    init_pid,
     read_all,
     txn_producer,
     wait_txn_coordinator,
@@ -151,3 +153,16 @@ def test_new_coordinator_writes_the_markers_of_a_prepared_commit(cluster):
         assert sorted(read_all(survivors, topic, 1, "read_committed")) == sorted(sent)
     finally:
         cluster.broker(coordinator_id).start()
+
+
+def test_other_brokers_are_not_the_coordinator(cluster):
+    txn_id = unique("tx")
+    coordinator_id = _coordinator(cluster.bootstrap, txn_id)
+    for b in cluster.brokers:
+        if b.id == coordinator_id:
+            continue
+        client = WireClient("127.0.0.1", b.port)
+        try:
+            assert init_pid(client, txn_id).error_code == E.not_coordinator
+        finally:
+            client.close()
