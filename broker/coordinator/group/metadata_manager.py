@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from ...log.txn_index import COMMIT, parse_control_key
 from ...protocol import records as rec
 from ...protocol.errors import ErrorCode, KafkaError
+from ..partitions import CoordinatorPartitions
 from . import codec
 from .codec import GroupKey, MemberRecord, OffsetAndMetadata, OffsetKey
 from .config import OFFSETS_TOPIC, GroupCoordinatorConfig
@@ -51,23 +52,19 @@ _GROUP_ERRORS = {
 INVALID_OFFSET = -1
 
 
-class GroupMetadataManager:
+class GroupMetadataManager(CoordinatorPartitions):
+    topic = OFFSETS_TOPIC
+
     def __init__(self, broker_id: int, replicas, config: GroupCoordinatorConfig) -> None:
         self.broker_id = broker_id
-        self.replicas = replicas
+        self._init_partitions(replicas, config.load_buffer_size)
         self.config = config
         self.groups: dict[str, GroupMetadata] = {}
-        self.loading: set[int] = set()
-        self.owned: set[int] = set()
-        self.epochs: dict[int, int] = {}
-        self._jobs: asyncio.Queue | None = None
-        self._worker: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._queued: dict[int, list[tuple[list, asyncio.Future]]] = {}
 
     def startup(self) -> None:
-        self._jobs = asyncio.Queue()
-        self._worker = asyncio.ensure_future(self._run_jobs())
+        self._start_jobs()
 
     def shutdown(self) -> None:
         for task in [self._worker, *self._tasks]:
@@ -199,21 +196,29 @@ class GroupMetadataManager:
     def metadata_too_large(self, metadata: str | None) -> bool:
         return metadata is not None and len(metadata) > self.config.metadata_max_bytes
 
+    def _offset_records(self, group: GroupMetadata, offsets: dict):
+        """(valid offsets, partition, their records, None) or (..., the answer for every
+        partition) when none can be written."""
+        valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
+        partition = self.partition_for(group.group_id)
+        if not valid:
+            return valid, partition, [], dict.fromkeys(offsets, E.offset_metadata_too_large)
+        if not self._has_log(partition):
+            return valid, partition, [], dict.fromkeys(offsets, E.not_coordinator)
+        entries = [
+            (codec.offset_commit_key(group.group_id, t, p), codec.offset_commit_value(om))
+            for (t, p), om in valid.items()
+        ]
+        return valid, partition, entries, None
+
     async def store_offsets(
         self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, ErrorCode]:
         """Append the commits (all but those with oversized metadata) at once, then wait
         for them to be committed before caching and acknowledging them."""
-        valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
-        if not valid:
-            return dict.fromkeys(offsets, E.offset_metadata_too_large)
-        partition = self.partition_for(group.group_id)
-        if not self._has_log(partition):
-            return dict.fromkeys(offsets, E.not_coordinator)
-        entries = [
-            (codec.offset_commit_key(group.group_id, t, p), codec.offset_commit_value(om))
-            for (t, p), om in valid.items()
-        ]
+        valid, partition, entries, refused = self._offset_records(group, offsets)
+        if refused is not None:
+            return refused
         group.prepare_offset_commit(valid)
         first, error = await self._append_soon(partition, entries)
         if not group.is_(GroupState.DEAD):
@@ -234,16 +239,9 @@ class GroupMetadataManager:
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: a transactional batch (the producer's id and epoch) in
         ``__consumer_offsets``; the offsets stay pending until the marker."""
-        valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
-        if not valid:
-            return dict.fromkeys(offsets, E.offset_metadata_too_large)
-        partition = self.partition_for(group.group_id)
-        if not self._has_log(partition):
-            return dict.fromkeys(offsets, E.not_coordinator)
-        entries = [
-            (codec.offset_commit_key(group.group_id, t, p), codec.offset_commit_value(om))
-            for (t, p), om in valid.items()
-        ]
+        valid, partition, entries, refused = self._offset_records(group, offsets)
+        if refused is not None:
+            return refused
         batch = rec.build_batch(
             [(key, value, [], now_ms()) for key, value in entries],
             producer_id=producer_id,
@@ -288,31 +286,15 @@ class GroupMetadataManager:
         return out
 
     # -- loading and unloading -----------------------------------------------------------------
-    def _update_epoch(self, partition: int, epoch: int | None) -> bool:
-        current = self.epochs.get(partition)
-        if epoch is not None and (current is None or epoch > current):
-            self.epochs[partition] = current = epoch
-        return epoch is None or epoch == current
-
-    async def _run_jobs(self) -> None:
-        while True:
-            job = await self._jobs.get()
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("group metadata job failed")
-
     def schedule_load(self, partition: int, epoch: int, on_loaded) -> None:
         log.info("scheduling the load of %s-%d (epoch %d)", OFFSETS_TOPIC, partition, epoch)
-        self._jobs.put_nowait(lambda: self._load(partition, epoch, on_loaded))
+        self._enqueue(lambda: self._load(partition, epoch, on_loaded))
 
     def schedule_unload(self, partition: int, epoch: int | None, on_unloaded) -> None:
         async def job() -> None:
             self._unload(partition, epoch, on_unloaded)
 
-        self._jobs.put_nowait(job)
+        self._enqueue(job)
 
     async def _load(self, partition: int, epoch: int, on_loaded) -> None:
         if not self._update_epoch(partition, epoch):
@@ -344,22 +326,13 @@ class GroupMetadataManager:
         groups: dict[str, codec.GroupRecord] = {}
         removed: set[str] = set()
         txn: dict[int, dict] = {}  # producer id -> offsets awaiting its marker
-        pos = None
-        while True:
-            part = self.replicas.partitions.get((OFFSETS_TOPIC, partition))
-            if part is None or part.log is None or not part.is_leader:
-                return None
-            if self.epochs.get(partition) != epoch or partition not in self.loading:
-                return None
-            lg = part.log
-            pos = lg.log_start_offset if pos is None else max(pos, lg.log_start_offset)
-            if pos >= lg.log_end_offset:
-                return offsets, groups, removed, txn
-            data = lg.read_bytes(pos, self.config.load_buffer_size)
-            if not data:
-                return offsets, groups, removed, txn
-            pos = _replay(data, pos, offsets, groups, removed, txn)
-            await asyncio.sleep(0)
+
+        def replay(data: bytes, pos: int) -> int:
+            return _replay(data, pos, offsets, groups, removed, txn)
+
+        if not await self._read_from_start(partition, epoch, replay):
+            return None
+        return offsets, groups, removed, txn
 
     def _install(self, loaded, on_loaded) -> int:
         offsets, groups, removed, txn = loaded

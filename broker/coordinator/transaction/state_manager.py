@@ -12,12 +12,12 @@ once it is committed (Kafka's pending state and completeTransitionTo).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 from ...protocol import records as rec
 from ...protocol.errors import ErrorCode, KafkaError
+from ..partitions import CoordinatorPartitions
 from . import codec
 from .config import TransactionConfig
 from .metadata import TRANSACTION_STATE_TOPIC, TransactionMetadata
@@ -37,21 +37,17 @@ _APPEND_ERRORS = {  # Kafka's TransactionStateManager.appendTransactionToLog
 }
 
 
-class TransactionStateManager:
+class TransactionStateManager(CoordinatorPartitions):
+    topic = TRANSACTION_STATE_TOPIC
+
     def __init__(self, broker_id: int, replicas, config: TransactionConfig) -> None:
         self.broker_id = broker_id
-        self.replicas = replicas
+        self._init_partitions(replicas, config.load_buffer_size)
         self.config = config
         self.txns: dict[str, TransactionMetadata] = {}
-        self.loading: set[int] = set()
-        self.owned: set[int] = set()
-        self.epochs: dict[int, int] = {}
-        self._jobs: asyncio.Queue | None = None
-        self._worker: asyncio.Task | None = None
 
     def startup(self) -> None:
-        self._jobs = asyncio.Queue()
-        self._worker = asyncio.ensure_future(self._run_jobs())
+        self._start_jobs()
 
     def shutdown(self) -> None:
         if self._worker is not None:
@@ -123,33 +119,17 @@ class TransactionStateManager:
         return E.none
 
     # -- loading and unloading ---------------------------------------------------------------
-    def _update_epoch(self, partition: int, epoch: int | None) -> bool:
-        current = self.epochs.get(partition)
-        if epoch is not None and (current is None or epoch > current):
-            self.epochs[partition] = current = epoch
-        return epoch is None or epoch == current
-
-    async def _run_jobs(self) -> None:
-        while True:
-            job = await self._jobs.get()
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("transaction state job failed")
-
     def schedule_load(self, partition: int, epoch: int, on_loaded) -> None:
         log.info(
             "scheduling the load of %s-%d (epoch %d)", TRANSACTION_STATE_TOPIC, partition, epoch
         )
-        self._jobs.put_nowait(lambda: self._load(partition, epoch, on_loaded))
+        self._enqueue(lambda: self._load(partition, epoch, on_loaded))
 
     def schedule_unload(self, partition: int, epoch: int | None) -> None:
         async def job() -> None:
             self._unload(partition, epoch)
 
-        self._jobs.put_nowait(job)
+        self._enqueue(job)
 
     async def _load(self, partition: int, epoch: int, on_loaded) -> None:
         if not self._update_epoch(partition, epoch):
@@ -178,22 +158,9 @@ class TransactionStateManager:
 
     async def _read_partition(self, partition: int, epoch: int):
         found: dict[str, codec.TxnLogValue] = {}
-        pos = None
-        while True:
-            part = self.replicas.partitions.get((TRANSACTION_STATE_TOPIC, partition))
-            if part is None or part.log is None or not part.is_leader:
-                return None
-            if self.epochs.get(partition) != epoch or partition not in self.loading:
-                return None
-            lg = part.log
-            pos = lg.log_start_offset if pos is None else max(pos, lg.log_start_offset)
-            if pos >= lg.log_end_offset:
-                return found
-            data = lg.read_bytes(pos, self.config.load_buffer_size)
-            if not data:
-                return found
-            pos = _replay(data, pos, found)
-            await asyncio.sleep(0)
+        if not await self._read_from_start(partition, epoch, lambda d, p: _replay(d, p, found)):
+            return None
+        return found
 
     def _unload(self, partition: int, epoch: int | None) -> None:
         if not self._update_epoch(partition, epoch):

@@ -3,7 +3,7 @@ AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit for clients;
 WriteTxnMarkers between brokers (the coordinator to each partition's leader).
 
 ``__transaction_state`` is created on the first FindCoordinator for a transactional
-id, as ``__consumer_offsets`` is for groups.
+id (handlers/group.py), as ``__consumer_offsets`` is for groups.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...client.connection import BrokerConnection
-from ...coordinator.group import OFFSETS_TOPIC, OffsetAndMetadata
-from ...coordinator.group.group import now_ms
-from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
-from ...protocol.errors import ErrorCode, KafkaError
+from ...coordinator.group import OFFSETS_TOPIC
+from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
-from .. import topic_admin
-from .offsets_commit import _by_topic, _known
+from .offsets_commit import _by_topic, _known, offsets_of_request
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -34,40 +31,6 @@ def _fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCo
     if code == E.producer_fenced and version < first_fenced_version:
         return E.invalid_producer_epoch
     return code
-
-
-async def ensure_transaction_topic(server: KafkaServer) -> bool:
-    if TRANSACTION_STATE_TOPIC in server.cache.topics:
-        return True
-    coordinator = server.txn_coordinator
-    async with coordinator.topic_lock:
-        if TRANSACTION_STATE_TOPIC in server.cache.topics:
-            return True
-        config = coordinator.config
-        rf = min(config.replication_factor, max(len(server.cache.brokers), 1))
-        try:
-            await topic_admin.create_topic(
-                server,
-                TRANSACTION_STATE_TOPIC,
-                config.num_partitions,
-                rf,
-                configs=config.topic_configs(rf),
-                timeout_ms=10000,
-            )
-            log.info(
-                "created %s (%d partitions, RF %d)",
-                TRANSACTION_STATE_TOPIC,
-                config.num_partitions,
-                rf,
-            )
-        except KafkaError as exc:
-            if exc.code != E.topic_already_exists:
-                log.warning("could not create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
-                return False
-            await topic_admin.wait_for_leaders(
-                server, TRANSACTION_STATE_TOPIC, config.num_partitions, 10000
-            )
-        return TRANSACTION_STATE_TOPIC in server.cache.topics
 
 
 # -- InitProducerId ------------------------------------------------------------------------
@@ -135,25 +98,7 @@ async def handle_end_txn(server: KafkaServer, header: RequestHeader, req: Any) -
 
 # -- TxnOffsetCommit -----------------------------------------------------------------------
 async def handle_txn_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    now = now_ms()
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    order = []
-    for topic in req.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            order.append(tp)
-            if not _known(server, *tp):
-                errors[tp] = E.unknown_topic_or_partition
-                continue
-            epoch = getattr(p, "committed_leader_epoch", -1)
-            offsets[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=None if epoch is None or epoch < 0 else epoch,
-                metadata=p.committed_metadata if p.committed_metadata is not None else "",
-                commit_timestamp=now,
-                expire_timestamp=None,
-            )
+    errors, offsets, order = offsets_of_request(server, req.topics)
     if offsets:
         result = await server.group_coordinator.commit_txn_offsets(
             req.group_id,
