@@ -144,3 +144,30 @@ def test_cleaner_stops_at_the_first_open_transaction(tmp_path) -> None:
 
 def batch_of(count: int) -> bytearray:
     return bytearray(build_batch([(b"k", b"v" * 40, [], 1_000) for _ in range(count)]))
+
+
+def test_cleaner_drops_aborted_records_and_keeps_the_committed_value(tmp_path) -> None:
+    """An aborted write of a key must not make the cleaner drop the committed value
+    before it (Kafka's cleaner ignores aborted transactions' records)."""
+    from broker.log.cleaner import LogCleaner
+
+    now = 10_000_000
+    lg = Log(tmp_path / "topic-0", config(cleanup_policy="compact", segment_bytes=400), now_ms=now)
+
+    def plain(key: bytes, value: bytes) -> None:
+        lg.append_as_leader(bytearray(build_batch([(key, value, [], now)])), now_ms=now)
+
+    plain(b"offset", b"committed")
+    records = [(b"offset", b"aborted", [], now)]
+    txn = build_batch(
+        records, producer_id=PID, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    lg.append_as_leader(bytearray(txn), now_ms=now)
+    lg.append_marker(PID, 0, 0, commit=False, now_ms=now)
+    for i in range(12):
+        plain(b"filler-%d" % i, b"x" * 20)
+    lg.high_watermark = lg.log_end_offset
+    assert LogCleaner([tmp_path], backoff_ms=0).maybe_clean({("topic", 0): lg}, now)
+    values = {(r.key, r.value) for r in read_all(lg)}
+    assert (b"offset", b"committed") in values
+    assert (b"offset", b"aborted") not in values
