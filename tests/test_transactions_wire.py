@@ -4,6 +4,8 @@ transaction.max.timeout.ms, and a broker that does not coordinate the id."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kio.schema.errors import ErrorCode as E
 
@@ -115,3 +117,32 @@ def test_write_txn_markers_for_an_unknown_partition(cluster, client):
     )
     (marker,) = resp.markers
     assert marker.topics[0].partitions[0].error_code == E.unknown_topic_or_partition
+
+
+def test_idle_transactional_id_expires(cluster_factory):
+    """transactional.id.expiration.ms: an idle id gets a tombstone; InitProducerId for
+    it again starts over with a new producer id."""
+    expiring = cluster_factory(
+        1,
+        **TXN_BROKER,
+        **{
+            "transactional.id.expiration.ms": "1000",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "300",
+        },
+    )
+    client = WireClient.for_bootstrap(expiring.bootstrap)
+    try:
+        txn_id = unique("tx")
+        wait_txn_coordinator(client, txn_id)
+        first = init_pid(client, txn_id)
+        assert first.error_code == E.none
+        deadline = time.monotonic() + 30
+        while True:
+            again = init_pid(client, txn_id)
+            assert again.error_code == E.none
+            if again.producer_id != first.producer_id or time.monotonic() > deadline:
+                break
+            time.sleep(1.5)  # each InitProducerId is activity: wait past the expiry
+        assert again.producer_id != first.producer_id and again.producer_epoch == 0
+    finally:
+        client.close()

@@ -159,6 +159,13 @@ KEYS: dict[str, Key] = {
         Key("transaction.state.log.load.buffer.size", _int, 5242880, "Txn log load read size", 1),
         Key("transaction.max.timeout.ms", _int, 900000, "Longest transaction timeout allowed", 1),
         Key(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _int,
+            3600000,
+            "How often idle transactional ids expire",
+            1,
+        ),
+        Key(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             _int,
             10000,

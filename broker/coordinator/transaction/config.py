@@ -17,6 +17,8 @@ class TransactionConfig:
     load_buffer_size: int = 5242880  # transaction.state.log.load.buffer.size
     max_timeout_ms: int = 900000  # transaction.max.timeout.ms
     abort_interval_ms: int = 10000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 604800000  # transactional.id.expiration.ms
+    remove_interval_ms: int = 3600000  # transaction.remove.expired.transaction.cleanup.interval.ms
     write_timeout_ms: int = 5000  # Kafka uses request.timeout.ms for txn log appends
 
     @classmethod
@@ -29,6 +31,8 @@ class TransactionConfig:
             load_buffer_size=cfg["transaction.state.log.load.buffer.size"],
             max_timeout_ms=cfg["transaction.max.timeout.ms"],
             abort_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            id_expiration_ms=cfg["transactional.id.expiration.ms"],
+            remove_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
         )
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:

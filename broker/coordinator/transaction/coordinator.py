@@ -60,7 +60,8 @@ class TransactionCoordinator:
 
     def startup(self) -> None:
         self.manager.startup()
-        self._spawn(self._abort_timed_out_forever())
+        self._spawn(self._forever(self.config.abort_interval_ms, self.abort_timed_out))
+        self._spawn(self._forever(self.config.remove_interval_ms, self.remove_expired))
         self.active = True
 
     def shutdown(self) -> None:
@@ -242,15 +243,32 @@ class TransactionCoordinator:
             return dict.fromkeys(tps, E.network_exception)
 
     # -- timeouts ----------------------------------------------------------------------------
-    async def _abort_timed_out_forever(self) -> None:
+    async def _forever(self, interval_ms: int, chore) -> None:
         while True:
-            await asyncio.sleep(self.config.abort_interval_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.abort_timed_out()
+                await chore()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("aborting timed-out transactions failed; will retry")
+                log.exception("%s failed; will retry", chore.__name__)
+
+    async def remove_expired(self) -> int:
+        """Kafka's removeExpiredTransactionalIds: ids idle (Empty or Complete*) for
+        transactional.id.expiration.ms get a tombstone; the next InitProducerId for one
+        gets a new producer id."""
+        deadline = now_ms() - self.config.id_expiration_ms
+        count = 0
+        for md in list(self.manager.txns.values()):
+            idle = md.state == S.EMPTY or md.state in COMPLETE
+            if not idle or md.pending or md.last_update_ms > deadline:
+                continue
+            if self.manager.status(md.transactional_id) != E.none:
+                continue
+            if await self.manager.remove(md) == E.none:
+                log.info("transactional id %s expired", md.transactional_id)
+                count += 1
+        return count
 
     async def abort_timed_out(self) -> int:
         """Abort (fencing the producer's epoch, as Kafka does) every ongoing transaction
@@ -268,7 +286,3 @@ class TransactionCoordinator:
             if await self._prepare_abort(md, fence=True) == E.none:
                 count += 1
         return count
-
-    def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        md = self.manager.txns.get(transactional_id)
-        return None if md is None or md.state in COMPLETE and md.producer_id < 0 else md

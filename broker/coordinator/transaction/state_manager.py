@@ -20,7 +20,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ..partitions import CoordinatorPartitions
 from . import codec
 from .config import TransactionConfig
-from .metadata import TRANSACTION_STATE_TOPIC, TransactionMetadata
+from .metadata import TRANSACTION_STATE_TOPIC, TransactionMetadata, TxnState
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -87,20 +87,26 @@ class TransactionStateManager(CoordinatorPartitions):
         finally:
             md.pending = False
 
-    async def _append(self, transactional_id: str, new: TransactionMetadata) -> ErrorCode:
+    async def remove(self, md: TransactionMetadata) -> ErrorCode:
+        """Expire an idle transactional id: a tombstone, then forget it."""
+        md.pending = True
+        try:
+            error = await self._append(md.transactional_id, None)
+            if error == E.none and self.txns.get(md.transactional_id) is md:
+                md.state = TxnState.DEAD
+                del self.txns[md.transactional_id]
+            return error
+        finally:
+            md.pending = False
+
+    async def _append(self, transactional_id: str, new: TransactionMetadata | None) -> ErrorCode:
         partition = self.partition_for(transactional_id)
         epoch = self.epochs.get(partition)
         if partition not in self.owned:
             return E.not_coordinator
+        value = None if new is None else codec.value_bytes(new.to_log())
         batch = rec.build_batch(
-            [
-                (
-                    codec.key_bytes(transactional_id),
-                    codec.value_bytes(new.to_log()),
-                    [],
-                    int(time.time() * 1000),
-                )
-            ]
+            [(codec.key_bytes(transactional_id), value, [], int(time.time() * 1000))]
         )
         result = self.replicas.append(TRANSACTION_STATE_TOPIC, partition, batch, acks=-1)
         if result.error != E.none:
