@@ -1,6 +1,7 @@
-"""Transaction requests on the wire with bad input: Kafka's error codes for a wrong
-epoch, an unknown producer id, an EndTxn without a transaction, a timeout above
-transaction.max.timeout.ms, and a broker that does not coordinate the id."""
+"""Transaction requests on the wire: Kafka's error codes for a wrong epoch, an unknown
+producer id, an EndTxn without a transaction, a timeout above
+transaction.max.timeout.ms, a marker for an unknown partition; and the expiry of an
+idle transactional id."""
 
 from __future__ import annotations
 
