@@ -238,8 +238,10 @@ class TransactionCoordinator:
             return await self.send_markers(
                 leader, md.producer_id, md.producer_epoch, commit, coordinator_epoch, tps
             )
-        except (TimeoutError, OSError) as exc:
-            log.info("markers to broker %d failed: %s", leader, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # any failure is retried: the task must not die
+            log.info("markers to broker %d failed: %r", leader, exc)
             return dict.fromkeys(tps, E.network_exception)
 
     # -- timeouts ----------------------------------------------------------------------------

@@ -40,7 +40,8 @@ def _list_offset(
     if ts < 0 and ts != MAX_TIMESTAMP:
         raise KafkaError(ErrorCode.invalid_request, f"invalid timestamp {ts}")
     found = log.fetch_offset_by_timestamp(ts)
-    if found is None or found.offset >= log.high_watermark:
+    bound = log.last_stable_offset if committed else log.high_watermark
+    if found is None or found.offset >= bound:
         return OffsetAnswer(index, 0, -1, -1, -1)
     found_epoch = found.leader_epoch if found.leader_epoch is not None else -1
     return OffsetAnswer(index, 0, found.timestamp, found.offset, found_epoch)

@@ -160,6 +160,7 @@ class TransactionMarkerChannel:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self._conns: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
 
     async def send(self, leader: int, pid: int, epoch: int, commit: bool, coord_epoch: int, tps):
         server = self.server
@@ -194,16 +195,18 @@ class TransactionMarkerChannel:
         return out
 
     async def _connection(self, broker_id: int) -> BrokerConnection:
-        conn = self._conns.get(broker_id)
-        if conn is not None and conn.connected:
+        async with self._connecting.setdefault(broker_id, asyncio.Lock()):
+            conn = self._conns.get(broker_id)
+            if conn is not None and conn.connected:
+                return conn
+            endpoint = self.server._broker_endpoint(broker_id)
+            if endpoint is None:
+                raise OSError(f"broker {broker_id} is not alive")
+            client_id = f"broker-{self.server.config.broker_id}-txn"
+            conn = BrokerConnection(*endpoint, client_id=client_id)
+            await conn.connect()
+            self._conns[broker_id] = conn
             return conn
-        endpoint = self.server._broker_endpoint(broker_id)
-        if endpoint is None:
-            raise OSError(f"broker {broker_id} is not alive")
-        conn = BrokerConnection(*endpoint, client_id=f"broker-{self.server.config.broker_id}-txn")
-        await conn.connect()
-        self._conns[broker_id] = conn
-        return conn
 
     async def close(self) -> None:
         for conn in self._conns.values():
