@@ -5,11 +5,13 @@ idle transactional id."""
 
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
 from kio.schema.errors import ErrorCode as E
 
+from broker.protocol.messages import RequestHeader, build, encode_request, request_schema
 from tests.group_helpers import create_topic, unique
 from tests.txn_helpers import TXN_BROKER, init_pid, wait_txn_coordinator
 from tests.wire import WireClient
@@ -147,3 +149,53 @@ def test_idle_transactional_id_expires(cluster_factory):
         assert again.producer_id != first.producer_id and again.producer_epoch == 0
     finally:
         client.close()
+
+
+def test_describe_and_list_transactions(cluster, client):
+    topic = unique("t-describe")
+    create_topic(cluster.bootstrap, topic, 2)
+    txn_id = unique("tx")
+    wait_txn_coordinator(client, txn_id)
+    got = init_pid(client, txn_id, timeout_ms=45000)
+    pid, epoch = got.producer_id, got.producer_epoch
+    resp = client.request(
+        24,
+        3,
+        {
+            "v3_and_below_transactional_id": txn_id,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [1, 0]}],
+        },
+    )
+    assert resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    described = client.request(65, 0, {"transactional_ids": [txn_id]})
+    (ours,) = described.transaction_states
+    assert ours.error_code == E.none and ours.transaction_state == "Ongoing"
+    assert (ours.producer_id, ours.producer_epoch) == (pid, epoch)
+    assert ours.transaction_timeout.total_seconds() == 45
+    assert [(t.topic, list(t.partitions)) for t in ours.topics] == [(topic, [0, 1])]
+    assert _describe_error(client, "never-seen") in (
+        E.transactional_id_not_found,
+        E.not_coordinator,
+    )
+    listed = client.request(66, 0, {"state_filters": ["Ongoing", "Bogus"]})
+    assert listed.error_code == E.none and list(listed.unknown_state_filters) == ["Bogus"]
+    assert (txn_id, pid, "Ongoing") in {
+        (s.transactional_id, s.producer_id, s.transaction_state) for s in listed.transaction_states
+    }
+    assert _end(client, txn_id, pid, epoch, commit=False) == E.none
+    by_pid = client.request(66, 0, {"producer_id_filters": [pid]})
+    assert [s.transactional_id for s in by_pid.transaction_states] == [txn_id]
+
+
+def _describe_error(client, txn_id: str) -> int:
+    """The error code of one DescribeTransactions answer, read from the bytes: kio will
+    not parse the -1 start time Kafka sends for an id without a transaction."""
+    client.correlation += 1
+    body = build(request_schema(65, 0), {"transactional_ids": [txn_id]})
+    client.send_raw(encode_request(RequestHeader(65, 0, client.correlation, "wire"), body))
+    frame = client.read_frame()
+    # correlation id, header tags, throttle time, compact array length (one entry)
+    assert struct.unpack_from(">i", frame, 0)[0] == client.correlation and frame[9] == 2
+    return struct.unpack_from(">h", frame, 10)[0]

@@ -73,6 +73,8 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
     60: ("DescribeCluster", 0, 1),
+    65: ("DescribeTransactions", 0, 0),
+    66: ("ListTransactions", 0, 0),  # v1's duration filter (KIP-994) not yet
 }
 
 HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
@@ -133,6 +135,8 @@ def _registry() -> dict[int, HandlerFn]:
         46: controller_ops.handle_list_partition_reassignments,
         47: offsets_commit.handle_offset_delete,
         60: metadata.handle_describe_cluster,
+        65: txn.handle_describe_transactions,
+        66: txn.handle_list_transactions,
     }
 
 

@@ -26,6 +26,17 @@ class TxnState(enum.IntEnum):
     PREPARE_EPOCH_FENCE = 7
 
 
+#: Kafka's names of the states (DescribeTransactions, ListTransactions)
+STATE_NAMES = {
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
 COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 

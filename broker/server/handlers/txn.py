@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...client.connection import BrokerConnection
 from ...coordinator.group import OFFSETS_TOPIC
+from ...coordinator.transaction import TxnState
+from ...coordinator.transaction.metadata import STATE_NAMES
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
 from .offsets_commit import _by_topic, _known, offsets_of_request
@@ -94,6 +96,61 @@ async def handle_end_txn(server: KafkaServer, header: RequestHeader, req: Any) -
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed
     )
     return {"throttle_time": 0, "error_code": _fenced(error, header.api_version, 2)}
+
+
+# -- DescribeTransactions / ListTransactions (KIP-664) -------------------------------------
+async def handle_describe_transactions(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> dict:
+    manager = server.txn_coordinator.manager
+    states = []
+    for txn_id in req.transactional_ids:
+        error = manager.status(txn_id)
+        md = manager.txns.get(txn_id) if error == E.none else None
+        if error == E.none and (md is None or md.state == TxnState.DEAD):
+            error = E.transactional_id_not_found
+        entry = {"error_code": error, "transactional_id": txn_id, "transaction_state": ""}
+        entry.update(producer_id=-1, producer_epoch=-1, transaction_start_time=-1, topics=[])
+        if md is not None and error == E.none:
+            topics: dict[str, list[int]] = {}
+            for t, p in sorted(md.partitions):
+                topics.setdefault(t, []).append(p)
+            entry.update(
+                transaction_state=STATE_NAMES[md.state],
+                transaction_timeout=md.timeout_ms,
+                transaction_start_time=md.start_ms,
+                producer_id=md.producer_id,
+                producer_epoch=md.producer_epoch,
+                topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            )
+        states.append(entry)
+    return {"throttle_time": 0, "transaction_states": states}
+
+
+async def handle_list_transactions(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    """The transactional ids this broker coordinates (an admin client asks every broker)."""
+    manager = server.txn_coordinator.manager
+    known = set(STATE_NAMES.values())
+    wanted = set(req.state_filters or ())
+    pids = set(req.producer_id_filters or ())
+    error = E.coordinator_load_in_progress if manager.loading else E.none
+    states = [
+        {
+            "transactional_id": md.transactional_id,
+            "producer_id": md.producer_id,
+            "transaction_state": STATE_NAMES[md.state],
+        }
+        for md in list(manager.txns.values())
+        if (not wanted or STATE_NAMES[md.state] in wanted)
+        and (not pids or md.producer_id in pids)
+        and md.state != TxnState.DEAD
+    ]
+    return {
+        "throttle_time": 0,
+        "error_code": error,
+        "unknown_state_filters": sorted(wanted - known),
+        "transaction_states": states,
+    }
 
 
 # -- TxnOffsetCommit -----------------------------------------------------------------------
