@@ -199,3 +199,36 @@ def _describe_error(client, txn_id: str) -> int:
     # correlation id, header tags, throttle time, compact array length (one entry)
     assert struct.unpack_from(">i", frame, 0)[0] == client.correlation and frame[9] == 2
     return struct.unpack_from(">h", frame, 10)[0]
+
+
+def test_init_producer_id_with_the_current_epoch_bumps_once(cluster, client):
+    """KIP-360: a producer names its id and epoch; a retry of that request (its answer
+    lost) gets the same bumped epoch, an older epoch is fenced."""
+    txn_id = unique("tx")
+    wait_txn_coordinator(client, txn_id)
+    first = init_pid(client, txn_id)
+    pid, epoch = first.producer_id, first.producer_epoch
+
+    def init_with(e: int):
+        return client.request(
+            22,
+            4,
+            {
+                "transactional_id": txn_id,
+                "transaction_timeout": 60000,
+                "producer_id": pid,
+                "producer_epoch": e,
+            },
+        )
+
+    bumped = init_with(epoch)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, pid, epoch + 1)
+    retried = init_with(epoch)
+    assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (
+        0,
+        pid,
+        epoch + 1,
+    )
+    again = init_with(epoch + 1)
+    assert again.producer_epoch == epoch + 2
+    assert init_with(epoch).error_code == E.producer_fenced

@@ -110,6 +110,9 @@ class TransactionCoordinator:
         if md.pending or md.state in PREPARE:
             return E.concurrent_transactions, -1, -1
         if producer_id != -1 and (producer_id, epoch) != (md.producer_id, md.producer_epoch):
+            retry = producer_id == md.producer_id and epoch == md.last_epoch >= 0
+            if retry and md.state == S.EMPTY:  # the answer to the bump was lost: again
+                return E.none, md.producer_id, md.producer_epoch
             return E.producer_fenced, -1, -1
         if md.state == S.ONGOING:
             # fence the old producer: abort its transaction under a bumped epoch
@@ -117,6 +120,7 @@ class TransactionCoordinator:
             return (error if error != E.none else E.concurrent_transactions), -1, -1
         new = md.copy(state=S.EMPTY, timeout_ms=timeout_ms, start_ms=-1, last_update_ms=now_ms())
         new.partitions.clear()
+        new.last_epoch = md.producer_epoch
         if md.producer_epoch >= MAX_EPOCH - 1:  # epoch exhausted: a new producer id
             new.producer_id = await self.producer_ids.next_id()
             new.producer_epoch = 0

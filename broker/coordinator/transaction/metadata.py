@@ -57,6 +57,9 @@ class TransactionMetadata:
     last_update_ms: int = -1
     #: a transition is being written: other requests get CONCURRENT_TRANSACTIONS
     pending: bool = False
+    #: the epoch before the last InitProducerId bump, for its retries (KIP-360; in
+    #: memory only, as the log value has no field for it)
+    last_epoch: int = -1
 
     def copy(self, **changes) -> TransactionMetadata:
         return replace(self, partitions=set(self.partitions), **changes)
@@ -69,6 +72,7 @@ class TransactionMetadata:
         self.partitions = set(other.partitions)
         self.start_ms = other.start_ms
         self.last_update_ms = other.last_update_ms
+        self.last_epoch = other.last_epoch
 
     def to_log(self) -> TxnLogValue:
         parts: dict[str, list[int]] | None = None
