@@ -198,9 +198,12 @@ class LogCleaner:
         for suffix in (".log", ".index", ".timeindex"):
             (lg.dir / segment_file_name(base, suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
         cleaned = LogSegment.open(lg.dir, base, lg.config, suffix=CLEANED_SUFFIX)
+        aborted = aborted_batches(lg)
         try:
             for seg in group:
-                self._clean_into(seg, cleaned, offset_map, now, lg.config, active, upper_bound)
+                self._clean_into(
+                    seg, cleaned, offset_map, now, lg.config, active, upper_bound, aborted
+                )
             cleaned.on_become_inactive()
             cleaned.flush()
             modified = group[-1].last_modified_ms
@@ -210,14 +213,14 @@ class LogCleaner:
             raise
         lg.replace_segments(cleaned, group)
 
-    def _clean_into(self, seg, dest, offset_map, now, config, active, upper_bound) -> None:
+    def _clean_into(self, seg, dest, offset_map, now, config, active, upper_bound, aborted):
         for header in list(seg.batches_from(0)):
             data = os.pread(seg.fd, header.size, header.position)
             self.stats.bytes_read += header.size
             header = header._replace(position=0)
             out = filter_batch(
                 data, header, offset_map, now, config.delete_retention_ms, active, upper_bound,
-                self.stats,
+                self.stats, aborted(header),
             )  # fmt: skip
             if out is None:
                 continue
@@ -254,7 +257,9 @@ def cleanable_offsets(lg: Log, checkpoint: int | None, now: int) -> tuple[int, i
     first_dirty = checkpoint if checkpoint is not None else lg.log_start_offset
     if first_dirty < lg.log_start_offset or first_dirty > lg.log_end_offset:
         first_dirty = lg.log_start_offset
-    limits = [lg.high_watermark, lg.active_segment.base_offset]
+    # the last stable offset, not the HW: an open transaction is not cleaned (Kafka's
+    # firstUnstableOffset bound)
+    limits = [lg.last_stable_offset, lg.active_segment.base_offset]
     lag = max(lg.config.min_compaction_lag_ms, 0)
     if lag > 0:
         young = next(
@@ -285,8 +290,25 @@ def _max_compaction_delay(lg: Log, first_dirty: int, now: int) -> int:
     return max(clean_until - min(stamps), 0)
 
 
+def aborted_batches(lg: Log):
+    """A predicate: is this batch's data part of an aborted transaction (by the log's
+    .txnindex)? Kafka's cleaner neither maps nor keeps such records."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for a in lg.txn_index.entries:
+        spans.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+
+    def aborted(h) -> bool:
+        if not spans or not h.is_transactional or h.is_control or h.producer_id < 0:
+            return False
+        return any(f <= h.base_offset <= last for f, last in spans.get(h.producer_id, ()))
+
+    return aborted
+
+
 def build_offset_map(lg: Log, start: int, end: int, offset_map: OffsetMap) -> None:
-    """Map each key in [start, end) to its last offset, until the map is full."""
+    """Map each key in [start, end) to its last offset, until the map is full; records
+    of aborted transactions are not mapped."""
+    aborted = aborted_batches(lg)
     for i, seg in enumerate(lg.segments):
         nxt = lg.segments[i + 1].base_offset if i + 1 < len(lg.segments) else None
         if seg.base_offset >= end or (nxt is not None and nxt <= start):
@@ -298,7 +320,7 @@ def build_offset_map(lg: Log, start: int, end: int, offset_map: OffsetMap) -> No
                 return
             if not offset_map.room_for(header.records_count):
                 return
-            if not header.is_control:
+            if not header.is_control and not aborted(header):
                 batch = os.pread(seg.fd, header.size, header.position)
                 for record in rec.decode_records(batch):
                     if record.key is not None and record.offset >= start:
@@ -330,16 +352,19 @@ def group_segments_by_size(
     return groups
 
 
-def filter_batch(data, header, offset_map, now, delete_retention_ms, active, upper_bound, stats):
+def filter_batch(
+    data, header, offset_map, now, delete_retention_ms, active, upper_bound, stats, discard=False
+):
     """The batch as the cleaner keeps it: unchanged, rebuilt with fewer records (same
-    base and last offset), an empty header, or None to drop it."""
+    base and last offset), an empty header, or None to drop it. ``discard``: the batch
+    belongs to an aborted transaction, none of its records is kept."""
     if header.is_control:
         return data
     records = rec.decode_records(data)
     stats.messages_read += len(records)
     horizon = header.first_timestamp if header.has_delete_horizon else None
     kept, tombstones = [], False
-    for r in records:
+    for r in [] if discard else records:
         if r.offset <= offset_map.latest_offset:
             if r.key is None:
                 stats.invalid_messages += 1

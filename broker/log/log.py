@@ -1,5 +1,6 @@
 """A partition's log: segments, offsets, appends, reads, roll, retention, truncation
-(Kafka's UnifiedLog + LocalLog, without remote storage or transactions).
+(Kafka's UnifiedLog + LocalLog, without remote storage); markers, the last stable
+offset and the aborted transaction index are in transactions.py and txn_index.py.
 
 One ``Log`` per ``<topic>-<partition>`` directory. Not thread-safe: the server calls
 it from its event loop. Times are milliseconds; methods that need "now" take
@@ -39,8 +40,15 @@ from broker.log.segment import (
 from broker.log.segment import (
     now_ms as wall_clock_ms,
 )
+from broker.log.transactions import LogTransactions
+from broker.log.txn_index import TransactionIndex
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.records import BatchHeader, assign_offsets, decode_records, validate_produce
+from broker.protocol.records import (
+    BatchHeader,
+    assign_offsets,
+    decode_records,
+    validate_produce,
+)
 
 __all__ = ["Log", "LogAppendInfo", "parse_topic_partition"]
 
@@ -68,7 +76,7 @@ def parse_topic_partition(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-class Log:
+class Log(LogTransactions):
     """The log of one partition directory."""
 
     def __init__(
@@ -115,6 +123,8 @@ class Log:
         self.high_watermark = self._log_start_offset if high_watermark is None else high_watermark
         self.last_flush_ms = now
         self._pending_flush_offset: int | None = None
+        self.txn_index = TransactionIndex(self.dir)
+        self.txn_index.truncate_to(self._leo)
         self.closed = False
 
     def __repr__(self) -> str:
@@ -175,6 +185,7 @@ class Log:
         headers: Sequence[BatchHeader] | None = None,
         leader_epoch: int = 0,
         now_ms: int | None = None,
+        check_sequence: bool = True,
     ) -> LogAppendInfo:
         """Append a client's batches. ``records`` is rewritten in place (offsets, leader
         epoch); ``headers`` are validate_produce's (validated here if None). Checks
@@ -191,7 +202,7 @@ class Log:
         if append_time is None:
             check_timestamps(records, headers, config, now)
         pending, duplicate = self.producer_state.check_append(
-            producer_batches(headers, self._leo, append_time)
+            producer_batches(headers, self._leo, append_time), check_sequence
         )
         if duplicate is not None:
             return LogAppendInfo(
@@ -243,7 +254,11 @@ class Log:
         now = wall_clock_ms() if now_ms is None else now_ms
         self._append(memoryview(records)[:valid], first, last, max_ts, offset_of_max, now)
         for h in headers:
-            self.producer_state.replay_batch(h)
+            if h.is_control and h.producer_id >= 0:
+                self._replay_control(records, h)
+                self.producer_state.map_end_offset = h.last_offset + 1
+            else:
+                self.producer_state.replay_batch(h)
         count = sum(h.records_count for h in headers)
         return LogAppendInfo(first, last, max_ts, offset_of_max, -1, self._log_start_offset, count)
 
@@ -485,6 +500,7 @@ class Log:
             self.maybe_increment_log_start_offset(new_start)
         self._remove_segments(doomed, now_ms)
         self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        self.txn_index.drop_before(self._log_start_offset, self._bases)
         return len(doomed)
 
     # --- truncation ----------------------------------------------------------------------
@@ -506,6 +522,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(offset)
         self._log_start_offset = min(offset, self._log_start_offset)
         self.recovery_point = min(self.recovery_point, offset)
+        self.txn_index.truncate_to(offset)
         self._rebuild_producer_state(now_ms)
         self._hw = min(self._hw, self._leo)
         self._hw_position = None
@@ -522,6 +539,7 @@ class Log:
         self._leo = offset
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully_and_start_at(offset)
+        self.txn_index.delete_all()
         self._log_start_offset = offset if log_start_offset is None else log_start_offset
         self.recovery_point = offset
         self._rebuild_producer_state(now_ms)
@@ -591,3 +609,4 @@ class Log:
             seg.update_parent_dir(self.dir)
         self.producer_state.update_parent_dir(self.dir)
         self.leader_epoch_cache.update_parent_dir(self.dir)
+        self.txn_index = TransactionIndex(self.dir)

@@ -20,8 +20,10 @@ The file is Kafka's ProducerSnapshot v1, byte for byte::
 Like Kafka, a snapshot keeps only each producer's last batch; batches replayed from
 the log after the snapshot refill the rest of the five.
 
-Transactions are not implemented yet: ``current_txn_first_offset`` is carried in
-snapshots but never set.
+Transactions (KIP-98): a transactional batch opens the producer's transaction at its
+first offset (``current_txn_first_offset``) until a COMMIT or ABORT control batch (a
+marker) from the same producer closes it; the smallest open first offset is the first
+unstable offset, which bounds the last stable offset a read_committed consumer sees.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ class ProducerStateManager:
     def check_append(
         self,
         batches: Iterable[tuple[int, int, int, int, int, int, int]],
+        check_sequence: bool = True,
     ) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
         """Validate a client append before it is written.
 
@@ -165,15 +168,17 @@ class ProducerStateManager:
         first_offset, max_timestamp, is_transactional) per batch, offsets as they
         will be assigned. Returns (updated entries to ``apply`` after the write,
         None) or ({}, the original batch) when one of them is a retried duplicate.
-        Raises KafkaError for fenced epochs and sequence gaps.
+        Raises KafkaError for fenced epochs and sequence gaps; ``check_sequence``
+        False is Kafka's AppendOrigin.COORDINATOR (the group coordinator's
+        transactional offset commits): the epoch is checked, sequences are not.
         """
         updated: dict[int, ProducerStateEntry] = {}
-        for pid, epoch, first_seq, delta, first_offset, max_ts, _txn in batches:
+        for pid, epoch, first_seq, delta, first_offset, max_ts, txn in batches:
             if pid == NO_PRODUCER_ID:
                 continue
             current = self.producers.get(pid)
             last_seq = increment_sequence(first_seq, delta)
-            if current is not None:
+            if current is not None and check_sequence:
                 duplicate = current.find_duplicate(epoch, first_seq, last_seq)
                 if duplicate is not None:
                     return {}, duplicate
@@ -181,8 +186,13 @@ class ProducerStateManager:
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 updated[pid] = entry
-            _check_epoch_and_sequence(pid, entry, epoch, first_seq, first_offset)
+            if check_sequence:
+                _check_epoch_and_sequence(pid, entry, epoch, first_seq, first_offset)
+            elif epoch < entry.producer_epoch:
+                _check_epoch_and_sequence(pid, entry, epoch, first_seq, first_offset)
             entry.add_batch(epoch, BatchMetadata(last_seq, first_offset + delta, delta, max_ts))
+            if txn and entry.current_txn_first_offset is None:
+                entry.current_txn_first_offset = first_offset
         return updated, None
 
     def apply(self, updated: dict[int, ProducerStateEntry], end_offset: int) -> None:
@@ -206,9 +216,55 @@ class ProducerStateManager:
             entry = self.producers.get(pid)
             if entry is None:
                 entry = self.producers[pid] = ProducerStateEntry(pid)
-            last_seq = increment_sequence(base_seq, delta)
-            entry.add_batch(epoch, BatchMetadata(last_seq, base_offset + delta, delta, max_ts))
+            if header.is_control:
+                if epoch > entry.producer_epoch:
+                    entry.batches.clear()
+                    entry.producer_epoch = epoch
+                entry.current_txn_first_offset = None
+                entry.last_timestamp = max_ts
+            else:
+                last_seq = increment_sequence(base_seq, delta)
+                entry.add_batch(epoch, BatchMetadata(last_seq, base_offset + delta, delta, max_ts))
+                if header.is_transactional and entry.current_txn_first_offset is None:
+                    entry.current_txn_first_offset = base_offset
         self.map_end_offset = base_offset + delta + 1
+
+    # --- transactions --------------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None if there is none."""
+        firsts = [
+            e.current_txn_first_offset
+            for e in self.producers.values()
+            if e.current_txn_first_offset is not None
+        ]
+        return min(firsts) if firsts else None
+
+    def check_marker(self, pid: int, epoch: int) -> ProducerStateEntry:
+        """Kafka's appendEndTxnMarker epoch check: a marker from an older epoch is a
+        zombie coordinator's and is refused."""
+        entry = self.producers.get(pid)
+        if entry is not None and epoch < entry.producer_epoch:
+            raise KafkaError(
+                ErrorCode.invalid_producer_epoch,
+                f"Epoch of producer {pid} in the transaction marker is {epoch}, which is "
+                f"smaller than the last seen epoch {entry.producer_epoch}",
+            )
+        return entry if entry is not None else ProducerStateEntry(pid)
+
+    def complete_txn(self, pid: int, epoch: int, coordinator_epoch: int, ts: int) -> int | None:
+        """Close ``pid``'s transaction (a marker was written); its first offset, if any."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        if epoch > entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = epoch
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = ts
+        return first
 
     def remove_expired_producers(self, now_ms: int) -> None:
         expired = [

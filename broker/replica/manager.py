@@ -42,6 +42,7 @@ class FetchResult:
     log_start_offset: int = -1
     region: object = None  # a FetchSlice from the log (fd, position, size) or None
     size: int = 0
+    aborted: list | None = None  # (producer id, first offset): read_committed only
 
 
 class ReplicaManager:
@@ -163,6 +164,7 @@ class ReplicaManager:
         *,
         acks: int = 1,
         zstd_allowed: bool = True,
+        coordinator: bool = False,
     ) -> ProduceResult:
         try:
             part = self.get_partition(topic, index)
@@ -182,7 +184,7 @@ class ReplicaManager:
                     ErrorCode.unsupported_compression_type,
                     "zstd batches need Produce v7 or later",
                 )
-            info = part.append_as_leader(bytearray(records), headers)
+            info = part.append_as_leader(bytearray(records), headers, not coordinator)
         except KafkaError as exc:
             if exc.code not in (ErrorCode.not_leader_or_follower,):
                 log.info("produce to %s-%d refused: %s", topic, index, exc.message)
@@ -211,16 +213,22 @@ class ReplicaManager:
             log_ = part.require_leader()
             part.check_leader_epoch(current_leader_epoch)
             hw = log_.high_watermark
+            lso = log_.last_stable_offset
+            upper = lso if isolation_committed else hw
             if offset < log_.log_start_offset or offset > log_.log_end_offset:
                 raise KafkaError(
                     ErrorCode.offset_out_of_range,
                     f"offset {offset} is outside [{log_.log_start_offset}, {log_.log_end_offset}]",
                 )
             region = None
-            if max_bytes > 0 and offset < hw:
+            aborted = [] if isolation_committed else None
+            if max_bytes > 0 and offset < upper:
                 region = log_.read(
-                    offset, max_bytes, max_offset=hw, min_one_message=min_one_message
+                    offset, max_bytes, max_offset=upper, min_one_message=min_one_message
                 )
+            if region is not None and isolation_committed:
+                found = log_.collect_aborted(offset, upper)
+                aborted = [(a.producer_id, a.first_offset) for a in found]
         except KafkaError as exc:
             part = self.partitions.get((topic, index))
             lso = part.log.log_start_offset if part and part.log else -1
@@ -228,11 +236,27 @@ class ReplicaManager:
             return FetchResult(exc.code, high_watermark=hw, log_start_offset=lso)
         return FetchResult(
             high_watermark=hw,
-            last_stable_offset=hw,
+            last_stable_offset=lso,
             log_start_offset=log_.log_start_offset,
             region=region,
             size=region.size if region is not None else 0,
+            aborted=aborted,
         )
+
+    def append_marker(
+        self, topic: str, index: int, pid: int, epoch: int, coordinator_epoch: int, commit: bool
+    ) -> ProduceResult:
+        """WriteTxnMarkers for one partition this broker leads."""
+        try:
+            part = self.get_partition(topic, index)
+            log_ = part.require_leader()
+            info = log_.append_marker(pid, epoch, coordinator_epoch, commit, part.leader_epoch)
+            part.maybe_advance_high_watermark()
+            part.wake_waiters()
+        except KafkaError as exc:
+            log.info("marker on %s-%d refused: %s", topic, index, exc.message)
+            return ProduceResult(exc.code, exc.message)
+        return ProduceResult(base_offset=info.first_offset, last_offset=info.last_offset)
 
     def read_for_follower(
         self, replica_id: int, topic: str, index: int, offset: int, max_bytes: int, epoch: int

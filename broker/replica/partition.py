@@ -108,9 +108,11 @@ class Partition:
         self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
         self.maybe_advance_high_watermark()
 
-    def append_as_leader(self, records: bytearray, headers: list) -> object:
+    def append_as_leader(self, records: bytearray, headers: list, check_sequence=True) -> object:
         log = self.require_leader()
-        info = log.append_as_leader(records, headers, self.leader_epoch, now_ms())
+        info = log.append_as_leader(
+            records, headers, self.leader_epoch, now_ms(), check_sequence=check_sequence
+        )
         self.maybe_advance_high_watermark()
         self.wake_waiters()  # followers parked in a fetch want the new data
         return info

@@ -57,6 +57,11 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     21: ("DeleteRecords", 0, 2),
     22: ("InitProducerId", 0, 4),
     23: ("OffsetForLeaderEpoch", 2, 4),
+    24: ("AddPartitionsToTxn", 0, 3),  # v4 is KIP-890's batched verification
+    25: ("AddOffsetsToTxn", 0, 3),
+    26: ("EndTxn", 0, 3),
+    27: ("WriteTxnMarkers", 1, 1),  # kio has no v0 (Kafka 4 dropped it); v2 is KIP-890
+    28: ("TxnOffsetCommit", 0, 3),
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 1, 4),
@@ -68,6 +73,8 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
     60: ("DescribeCluster", 0, 1),
+    65: ("DescribeTransactions", 0, 0),
+    66: ("ListTransactions", 0, 0),  # v1's duration filter (KIP-994) not yet
 }
 
 HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
@@ -85,6 +92,7 @@ def _registry() -> dict[int, HandlerFn]:
         offsets,
         offsets_commit,
         produce,
+        txn,
     )
 
     return {
@@ -111,6 +119,11 @@ def _registry() -> dict[int, HandlerFn]:
         21: offsets.handle_delete_records,
         22: produce.handle_init_producer_id,
         23: offsets.handle_offset_for_leader_epoch,
+        24: txn.handle_add_partitions_to_txn,
+        25: txn.handle_add_offsets_to_txn,
+        26: txn.handle_end_txn,
+        27: txn.handle_write_txn_markers,
+        28: txn.handle_txn_offset_commit,
         32: configs.handle_describe_configs,
         33: configs.handle_alter_configs,
         35: admin.handle_describe_log_dirs,
@@ -122,6 +135,8 @@ def _registry() -> dict[int, HandlerFn]:
         46: controller_ops.handle_list_partition_reassignments,
         47: offsets_commit.handle_offset_delete,
         60: metadata.handle_describe_cluster,
+        65: txn.handle_describe_transactions,
+        66: txn.handle_list_transactions,
     }
 
 

@@ -150,6 +150,28 @@ KEYS: dict[str, Key] = {
         ),
         Key("connections.max.idle.ms", _int, 600000, "Idle connections are closed after this"),
         Key("transactional.id.expiration.ms", _int, 604800000, "Transactional id expiry"),
+        Key(
+            "transaction.state.log.num.partitions", _int, 50, "Partitions of __transaction_state", 1
+        ),
+        Key("transaction.state.log.replication.factor", _int, 3, "RF of __transaction_state", 1),
+        Key("transaction.state.log.min.isr", _int, 2, "min.insync.replicas of the txn log", 1),
+        Key("transaction.state.log.segment.bytes", _int, 104857600, "Txn log segment size", 1),
+        Key("transaction.state.log.load.buffer.size", _int, 5242880, "Txn log load read size", 1),
+        Key("transaction.max.timeout.ms", _int, 900000, "Longest transaction timeout allowed", 1),
+        Key(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _int,
+            3600000,
+            "How often idle transactional ids expire",
+            1,
+        ),
+        Key(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            _int,
+            10000,
+            "How often timed-out transactions are aborted",
+            1,
+        ),
         Key("producer.id.expiration.ms", _int, 86400000, "Idle producer id expiry"),
     ]
 }

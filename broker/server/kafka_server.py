@@ -18,6 +18,7 @@ from ..controller.channel import ControllerChannel
 from ..controller.controller import Controller
 from ..coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from ..coordinator.producer_id import ProducerIdManager
+from ..coordinator.transaction import TransactionConfig, TransactionCoordinator
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol.errors import ErrorCode, KafkaError
@@ -52,6 +53,7 @@ class KafkaServer:
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.sockets = SocketServer(
             KafkaApis(self).handle,
             max_request_size=config["socket.request.max.bytes"],
@@ -162,6 +164,19 @@ class KafkaServer:
         )
         self.group_coordinator.startup()
         self.replicas.on_leadership_change(self.group_coordinator.on_leadership_change)
+        from .handlers.txn import TransactionMarkerChannel
+
+        self.txn_markers = TransactionMarkerChannel(self)
+        self.txn_coordinator = TransactionCoordinator(
+            cfg.broker_id,
+            self.replicas,
+            TransactionConfig.from_broker(cfg),
+            self.producer_ids,
+            self.cache.leader_of,
+            self.txn_markers.send,
+        )
+        self.txn_coordinator.startup()
+        self.replicas.on_leadership_change(self.txn_coordinator.on_leadership_change)
         endpoints = []
         for uri, advertised in zip(cfg.listeners, cfg.advertised_listeners, strict=False):
             name, host, port = parse_listener(uri)
@@ -289,6 +304,9 @@ class KafkaServer:
                 await self.controller.channel.aclose()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.shutdown()
+            await self.txn_markers.close()
         await self.fetchers.shutdown()
         await self.sockets.close()
         await asyncio.to_thread(self.zk.close)

@@ -100,6 +100,8 @@ class GroupMetadata:
         self.supported_protocols: Counter[str] = Counter()
         self.offsets: dict[TopicPartition, CommitRecord] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: TxnOffsetCommit: per producer id, offsets that wait for its COMMIT marker
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, CommitRecord]] = {}
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
         # asyncio timers (Kafka's purgatories): per member, the join and the sync wait
@@ -390,7 +392,26 @@ class GroupMetadata:
         return bool(self.offsets) or bool(self.pending_offset_commits)
 
     def has_pending_commit(self, tp: TopicPartition) -> bool:
-        return tp in self.pending_offset_commits
+        return tp in self.pending_offset_commits or any(
+            tp in offsets for offsets in self.pending_txn_offsets.values()
+        )
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> int:
+        """A COMMIT marker makes the producer's offsets the committed ones (unless a
+        later plain commit already replaced them); ABORT drops them. Kafka's
+        completePendingTxnOffsetCommit. Returns how many were made visible."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return 0
+        for tp, record in pending.items():
+            current = self.offsets.get(tp)
+            if (
+                current is None
+                or current.batch_offset is None
+                or (record.batch_offset is not None and current.batch_offset < record.batch_offset)
+            ):
+                self.offsets[tp] = record
+        return len(pending)
 
     # -- descriptions ------------------------------------------------------------------------
     def summary(self) -> dict:

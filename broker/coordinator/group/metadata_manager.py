@@ -19,8 +19,10 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from ...log.txn_index import COMMIT, parse_control_key
 from ...protocol import records as rec
 from ...protocol.errors import ErrorCode, KafkaError
+from ..partitions import CoordinatorPartitions
 from . import codec
 from .codec import GroupKey, MemberRecord, OffsetAndMetadata, OffsetKey
 from .config import OFFSETS_TOPIC, GroupCoordinatorConfig
@@ -50,23 +52,19 @@ _GROUP_ERRORS = {
 INVALID_OFFSET = -1
 
 
-class GroupMetadataManager:
+class GroupMetadataManager(CoordinatorPartitions):
+    topic = OFFSETS_TOPIC
+
     def __init__(self, broker_id: int, replicas, config: GroupCoordinatorConfig) -> None:
         self.broker_id = broker_id
-        self.replicas = replicas
+        self._init_partitions(replicas, config.load_buffer_size)
         self.config = config
         self.groups: dict[str, GroupMetadata] = {}
-        self.loading: set[int] = set()
-        self.owned: set[int] = set()
-        self.epochs: dict[int, int] = {}
-        self._jobs: asyncio.Queue | None = None
-        self._worker: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._queued: dict[int, list[tuple[list, asyncio.Future]]] = {}
 
     def startup(self) -> None:
-        self._jobs = asyncio.Queue()
-        self._worker = asyncio.ensure_future(self._run_jobs())
+        self._start_jobs()
 
     def shutdown(self) -> None:
         for task in [self._worker, *self._tasks]:
@@ -198,21 +196,29 @@ class GroupMetadataManager:
     def metadata_too_large(self, metadata: str | None) -> bool:
         return metadata is not None and len(metadata) > self.config.metadata_max_bytes
 
+    def _offset_records(self, group: GroupMetadata, offsets: dict):
+        """(valid offsets, partition, their records, None) or (..., the answer for every
+        partition) when none can be written."""
+        valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
+        partition = self.partition_for(group.group_id)
+        if not valid:
+            return valid, partition, [], dict.fromkeys(offsets, E.offset_metadata_too_large)
+        if not self._has_log(partition):
+            return valid, partition, [], dict.fromkeys(offsets, E.not_coordinator)
+        entries = [
+            (codec.offset_commit_key(group.group_id, t, p), codec.offset_commit_value(om))
+            for (t, p), om in valid.items()
+        ]
+        return valid, partition, entries, None
+
     async def store_offsets(
         self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, ErrorCode]:
         """Append the commits (all but those with oversized metadata) at once, then wait
         for them to be committed before caching and acknowledging them."""
-        valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
-        if not valid:
-            return dict.fromkeys(offsets, E.offset_metadata_too_large)
-        partition = self.partition_for(group.group_id)
-        if not self._has_log(partition):
-            return dict.fromkeys(offsets, E.not_coordinator)
-        entries = [
-            (codec.offset_commit_key(group.group_id, t, p), codec.offset_commit_value(om))
-            for (t, p), om in valid.items()
-        ]
+        valid, partition, entries, refused = self._offset_records(group, offsets)
+        if refused is not None:
+            return refused
         group.prepare_offset_commit(valid)
         first, error = await self._append_soon(partition, entries)
         if not group.is_(GroupState.DEAD):
@@ -223,6 +229,41 @@ class GroupMetadataManager:
                     group.fail_pending_offset_write(tp, om)
         error = _COMMIT_ERRORS.get(error, error)
         return {tp: error if tp in valid else E.offset_metadata_too_large for tp in offsets}
+
+    async def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: a transactional batch (the producer's id and epoch) in
+        ``__consumer_offsets``; the offsets stay pending until the marker."""
+        valid, partition, entries, refused = self._offset_records(group, offsets)
+        if refused is not None:
+            return refused
+        batch = rec.build_batch(
+            [(key, value, [], now_ms()) for key, value in entries],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        result = self.replicas.append(OFFSETS_TOPIC, partition, batch, acks=-1, coordinator=True)
+        error = await self._committed(partition, result)
+        if error == E.none and not group.is_(GroupState.DEAD):
+            pending = group.pending_txn_offsets.setdefault(producer_id, {})
+            for i, (tp, om) in enumerate(valid.items()):
+                pending[tp] = CommitRecord(result.base_offset + i, om)
+        error = _COMMIT_ERRORS.get(error, error)
+        return {tp: error if tp in valid else E.offset_metadata_too_large for tp in offsets}
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker was written to ``__consumer_offsets-<partition>``."""
+        for group in self.groups.values():
+            if producer_id in group.pending_txn_offsets:
+                if self.partition_for(group.group_id) == partition:
+                    group.complete_txn_offsets(producer_id, commit)
 
     def get_offsets(
         self, group_id: str, require_stable: bool, tps: Iterable[TopicPartition] | None
@@ -245,31 +286,15 @@ class GroupMetadataManager:
         return out
 
     # -- loading and unloading -----------------------------------------------------------------
-    def _update_epoch(self, partition: int, epoch: int | None) -> bool:
-        current = self.epochs.get(partition)
-        if epoch is not None and (current is None or epoch > current):
-            self.epochs[partition] = current = epoch
-        return epoch is None or epoch == current
-
-    async def _run_jobs(self) -> None:
-        while True:
-            job = await self._jobs.get()
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("group metadata job failed")
-
     def schedule_load(self, partition: int, epoch: int, on_loaded) -> None:
         log.info("scheduling the load of %s-%d (epoch %d)", OFFSETS_TOPIC, partition, epoch)
-        self._jobs.put_nowait(lambda: self._load(partition, epoch, on_loaded))
+        self._enqueue(lambda: self._load(partition, epoch, on_loaded))
 
     def schedule_unload(self, partition: int, epoch: int | None, on_unloaded) -> None:
         async def job() -> None:
             self._unload(partition, epoch, on_unloaded)
 
-        self._jobs.put_nowait(job)
+        self._enqueue(job)
 
     async def _load(self, partition: int, epoch: int, on_loaded) -> None:
         if not self._update_epoch(partition, epoch):
@@ -300,33 +325,32 @@ class GroupMetadataManager:
         offsets: dict[tuple[str, str, int], CommitRecord] = {}
         groups: dict[str, codec.GroupRecord] = {}
         removed: set[str] = set()
-        pos = None
-        while True:
-            part = self.replicas.partitions.get((OFFSETS_TOPIC, partition))
-            if part is None or part.log is None or not part.is_leader:
-                return None
-            if self.epochs.get(partition) != epoch or partition not in self.loading:
-                return None
-            lg = part.log
-            pos = lg.log_start_offset if pos is None else max(pos, lg.log_start_offset)
-            if pos >= lg.log_end_offset:
-                return offsets, groups, removed
-            data = lg.read_bytes(pos, self.config.load_buffer_size)
-            if not data:
-                return offsets, groups, removed
-            pos = _replay(data, pos, offsets, groups, removed)
-            await asyncio.sleep(0)
+        txn: dict[int, dict] = {}  # producer id -> offsets awaiting its marker
+
+        def replay(data: bytes, pos: int) -> int:
+            return _replay(data, pos, offsets, groups, removed, txn)
+
+        if not await self._read_from_start(partition, epoch, replay):
+            return None
+        return offsets, groups, removed, txn
 
     def _install(self, loaded, on_loaded) -> int:
-        offsets, groups, removed = loaded
+        offsets, groups, removed, txn = loaded
         by_group: dict[str, dict[TopicPartition, CommitRecord]] = {}
         for (group_id, topic, p), record in offsets.items():
             by_group.setdefault(group_id, {})[(topic, p)] = record
+        pending_by_group: dict[str, dict[int, dict]] = {}
+        for pid, pending in txn.items():
+            for (group_id, topic, p), record in pending.items():
+                by_pid = pending_by_group.setdefault(group_id, {})
+                by_pid.setdefault(pid, {})[(topic, p)] = record
         count = 0
-        for group_id in list(groups) + [g for g in by_group if g not in groups]:
+        extra = [g for g in list(by_group) + list(pending_by_group) if g not in groups]
+        for group_id in list(groups) + list(dict.fromkeys(extra)):
             record = groups.get(group_id)
             group = _group_from_record(group_id, record) if record else GroupMetadata(group_id)
             group.offsets.update(by_group.get(group_id, {}))
+            group.pending_txn_offsets.update(pending_by_group.get(group_id, {}))
             if self.add_group(group) is group:
                 on_loaded(group)
                 count += 1
@@ -399,15 +423,33 @@ class GroupMetadataManager:
         return count
 
 
-def _replay(data: bytes, pos: int, offsets: dict, groups: dict, removed: set) -> int:
-    """Apply the complete batches in ``data``; returns the next offset to read."""
+def _replay(data: bytes, pos: int, offsets: dict, groups: dict, removed: set, txn: dict) -> int:
+    """Apply the complete batches in ``data``; returns the next offset to read.
+    Transactional offset commits wait in ``txn`` for their producer's marker."""
     view = memoryview(data)
     at = 0
     while at + rec.BATCH_HEADER_SIZE <= len(data):
         header = rec.read_batch_header(view, at)
         if at + header.size > len(data):
             break
-        if not header.is_control and not header.is_transactional:
+        if header.is_control:
+            if header.base_offset >= pos:
+                kinds = [
+                    parse_control_key(r.key)
+                    for r in rec.decode_records(view[at : at + header.size])
+                ]
+                pending = txn.pop(header.producer_id, {})
+                if kinds and kinds[0] == COMMIT:
+                    for key, record in pending.items():
+                        current = offsets.get(key)
+                        if current is None or current.batch_offset < record.batch_offset:
+                            offsets[key] = record
+        elif header.is_transactional:
+            pending = txn.setdefault(header.producer_id, {})
+            for record in rec.decode_records(view[at : at + header.size]):
+                if record.offset >= pos:
+                    _apply(record, pending, {}, set())
+        else:
             for record in rec.decode_records(view[at : at + header.size]):
                 if record.offset >= pos:
                     _apply(record, offsets, groups, removed)

@@ -51,6 +51,35 @@ class GroupAdminMixin:
             self._schedule_heartbeat(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
+    async def commit_txn_offsets(
+        self: GroupCoordinator,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): the group is created if
+        needed; a member that names its generation (v3, KIP-447) is checked."""
+        error = self.validate_group_status(group_id, lenient_id=True)
+        group = None
+        if error is None:
+            group = self.manager.get_group(group_id)
+            if group is None:
+                group = self.manager.add_group(GroupMetadata(group_id))
+            if group.is_(S.DEAD):
+                error = E.coordinator_not_available
+            elif generation_id >= 0 or member_id or instance_id is not None:
+                if member_id and not group.has(member_id):
+                    error = E.unknown_member_id
+                elif generation_id >= 0 and generation_id != group.generation_id:
+                    error = E.illegal_generation
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
     def _validate_offset_commit(self, group, generation_id, member_id, instance_id):
         if group.is_(S.DEAD):
             return E.coordinator_not_available

@@ -62,7 +62,7 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
                     log_start_offset=r.log_start_offset,
                     records=records,
                     records_size=r.size,
-                    aborted_transactions=None,
+                    aborted_transactions=r.aborted,
                 )
             )
         topics.append((t.topic, parts))

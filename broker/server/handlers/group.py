@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator.group import OFFSETS_TOPIC, JoinResult, SyncResult
+from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader, ms
 from .. import request_context, topic_admin
@@ -28,32 +29,53 @@ AUTH_OPS_UNKNOWN = -(2**31)
 
 
 # -- FindCoordinator -----------------------------------------------------------------------
-async def ensure_offsets_topic(server: KafkaServer) -> bool:
-    """Create ``__consumer_offsets`` if it does not exist yet and wait for its leaders;
-    True once it exists (a partition without a leader is answered per group)."""
-    if OFFSETS_TOPIC in server.cache.topics:
+async def ensure_internal_topic(
+    server: KafkaServer, name: str, lock: asyncio.Lock, partitions: int, rf: int, configs
+) -> bool:
+    """Create an internal topic if it does not exist yet and wait for its leaders; True
+    once it exists (a partition without a leader is answered per key). ``rf`` is capped
+    by the live brokers; ``configs(rf)`` gives the topic configs."""
+    if name in server.cache.topics:
         return True
-    async with server.group_coordinator.offsets_topic_lock:
-        if OFFSETS_TOPIC in server.cache.topics:
+    async with lock:
+        if name in server.cache.topics:
             return True
-        config = server.group_coordinator.config
-        rf = min(config.replication_factor, max(len(server.cache.brokers), 1))
+        rf = min(rf, max(len(server.cache.brokers), 1))
         try:
             await topic_admin.create_topic(
-                server,
-                OFFSETS_TOPIC,
-                config.num_partitions,
-                rf,
-                configs=config.offsets_topic_configs(),
-                timeout_ms=10000,
+                server, name, partitions, rf, configs=configs(rf), timeout_ms=10000
             )
-            log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC, config.num_partitions, rf)
+            log.info("created %s (%d partitions, RF %d)", name, partitions, rf)
         except KafkaError as exc:
             if exc.code != E.topic_already_exists:
-                log.warning("could not create %s: %s", OFFSETS_TOPIC, exc.message)
+                log.warning("could not create %s: %s", name, exc.message)
                 return False
-            await topic_admin.wait_for_leaders(server, OFFSETS_TOPIC, config.num_partitions, 10000)
-        return OFFSETS_TOPIC in server.cache.topics
+            await topic_admin.wait_for_leaders(server, name, partitions, 10000)
+        return name in server.cache.topics
+
+
+async def ensure_offsets_topic(server: KafkaServer) -> bool:
+    config = server.group_coordinator.config
+    return await ensure_internal_topic(
+        server,
+        OFFSETS_TOPIC,
+        server.group_coordinator.offsets_topic_lock,
+        config.num_partitions,
+        config.replication_factor,
+        lambda _rf: config.offsets_topic_configs(),
+    )
+
+
+async def ensure_transaction_topic(server: KafkaServer) -> bool:
+    config = server.txn_coordinator.config
+    return await ensure_internal_topic(
+        server,
+        TRANSACTION_STATE_TOPIC,
+        server.txn_coordinator.topic_lock,
+        config.num_partitions,
+        config.replication_factor,
+        config.topic_configs,
+    )
 
 
 def _no_coordinator(key: str, code: ErrorCode, message: str) -> dict:
@@ -69,19 +91,24 @@ def _no_coordinator(key: str, code: ErrorCode, message: str) -> dict:
 
 async def _find(server: KafkaServer, key_type: int, key: str) -> dict:
     if key_type == KEY_TYPE_TRANSACTION:
-        return _no_coordinator(
-            key, E.coordinator_not_available, "transactions are not supported yet"
-        )
-    if key_type != KEY_TYPE_GROUP:
+        if not key:
+            return _no_coordinator(key, E.invalid_request, "empty transactional id")
+        topic = TRANSACTION_STATE_TOPIC
+        ready = await ensure_transaction_topic(server)
+        partition = server.txn_coordinator.manager.partition_for(key)
+    elif key_type == KEY_TYPE_GROUP:
+        topic = OFFSETS_TOPIC
+        ready = await ensure_offsets_topic(server)
+        partition = server.group_coordinator.manager.partition_for(key)
+    else:
         return _no_coordinator(key, E.invalid_request, f"unknown key type {key_type}")
-    if not await ensure_offsets_topic(server):
-        return _no_coordinator(key, E.coordinator_not_available, f"{OFFSETS_TOPIC} is not ready")
-    partition = server.group_coordinator.manager.partition_for(key)
-    leader = server.cache.leader_of(OFFSETS_TOPIC, partition)
+    if not ready:
+        return _no_coordinator(key, E.coordinator_not_available, f"{topic} is not ready")
+    leader = server.cache.leader_of(topic, partition)
     broker = server.cache.brokers.get(leader)
     if broker is None:
         return _no_coordinator(
-            key, E.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader"
+            key, E.coordinator_not_available, f"{topic}-{partition} has no leader"
         )
     return {
         "key": key,

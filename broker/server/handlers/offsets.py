@@ -18,7 +18,7 @@ DEBUGGING_REPLICA_ID = -2
 
 
 def _list_offset(
-    server: KafkaServer, topic: str, index: int, p: Any, replica_id: int = -1
+    server: KafkaServer, topic: str, index: int, p: Any, replica_id: int = -1, committed=False
 ) -> OffsetAnswer:
     part = server.replicas.get_partition(topic, index)
     ts = p.timestamp
@@ -34,12 +34,14 @@ def _list_offset(
         part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
     if ts == EARLIEST:
         return OffsetAnswer(index, 0, -1, log.log_start_offset, epoch)
-    if ts == LATEST:
-        return OffsetAnswer(index, 0, -1, log.high_watermark, epoch)
+    if ts == LATEST:  # read_committed: the last stable offset
+        latest = log.last_stable_offset if committed else log.high_watermark
+        return OffsetAnswer(index, 0, -1, latest, epoch)
     if ts < 0 and ts != MAX_TIMESTAMP:
         raise KafkaError(ErrorCode.invalid_request, f"invalid timestamp {ts}")
     found = log.fetch_offset_by_timestamp(ts)
-    if found is None or found.offset >= log.high_watermark:
+    bound = log.last_stable_offset if committed else log.high_watermark
+    if found is None or found.offset >= bound:
         return OffsetAnswer(index, 0, -1, -1, -1)
     found_epoch = found.leader_epoch if found.leader_epoch is not None else -1
     return OffsetAnswer(index, 0, found.timestamp, found.offset, found_epoch)
@@ -47,12 +49,15 @@ def _list_offset(
 
 async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: Any) -> bytes:
     replica_id = getattr(req, "replica_id", -1)
+    committed = getattr(req, "isolation_level", 0) == 1
     topics = []
     for t in req.topics:
         answers = []
         for p in t.partitions:
             try:
-                answers.append(_list_offset(server, t.name, p.partition_index, p, replica_id))
+                answers.append(
+                    _list_offset(server, t.name, p.partition_index, p, replica_id, committed)
+                )
             except KafkaError as exc:
                 answers.append(OffsetAnswer(p.partition_index, int(exc.code), -1, -1, -1))
         topics.append((t.name, answers))

@@ -33,15 +33,14 @@ def _by_topic(errors: dict[tuple[str, int], ErrorCode], order: list[tuple[str, i
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-async def handle_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    version = header.api_version
+def offsets_of_request(server: KafkaServer, topics, expire_timestamp: int | None = None):
+    """(errors, offsets, order) of an OffsetCommit or TxnOffsetCommit: partitions of
+    topics this cluster does not have get UNKNOWN_TOPIC_OR_PARTITION."""
     now = now_ms()
-    retention = getattr(req, "retention_time", None)
-    retention_ms = ms(retention) if retention is not None else DEFAULT_RETENTION_TIME
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order = []
-    for topic in req.topics:
+    for topic in topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
@@ -54,12 +53,19 @@ async def handle_offset_commit(server: KafkaServer, header: RequestHeader, req: 
                 leader_epoch=None if epoch is None or epoch < 0 else epoch,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
                 commit_timestamp=now,
-                expire_timestamp=(
-                    now + retention_ms
-                    if version <= 4 and retention_ms != DEFAULT_RETENTION_TIME
-                    else None
-                ),
+                expire_timestamp=expire_timestamp,
             )
+    return errors, offsets, order
+
+
+async def handle_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
+    version = header.api_version
+    retention = getattr(req, "retention_time", None)
+    retention_ms = ms(retention) if retention is not None else DEFAULT_RETENTION_TIME
+    expire = None
+    if version <= 4 and retention_ms != DEFAULT_RETENTION_TIME:
+        expire = now_ms() + retention_ms
+    errors, offsets, order = offsets_of_request(server, req.topics, expire)
     if offsets:
         errors.update(
             await server.group_coordinator.commit_offsets(

@@ -54,11 +54,6 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
                     "error_code": ErrorCode.invalid_topic_exception,
                     "error_message": f"Cannot append to internal topic {topic.name}",
                 }
-            elif req.transactional_id is not None:
-                result = {
-                    "error_code": ErrorCode.transactional_id_authorization_failed,
-                    "error_message": "transactions are not supported by this broker yet",
-                }
             else:
                 r = server.replicas.append(
                     topic.name,
@@ -94,12 +89,9 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
 
 async def handle_init_producer_id(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     if req.transactional_id is not None:
-        return {
-            "error_code": ErrorCode.coordinator_not_available,
-            "producer_id": -1,
-            "producer_epoch": -1,
-            "throttle_time": 0,
-        }
+        from .txn import init_transactional_producer_id
+
+        return await init_transactional_producer_id(server, header, req)
     producer_id = await server.producer_ids.next_id()
     return {
         "error_code": ErrorCode.none,
