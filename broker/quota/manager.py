@@ -193,7 +193,7 @@ class ClientQuotaManager:
             return 0
         throttle = (observed - bound) / bound * rate.window_size_ms(now_ms)
         throttle_ms = int(min(round(throttle), self.max_throttle_ms))
-        self._note_throttle(key, tags, stats, observed, bound, throttle_ms)
+        self._note_throttle(key, (user, client_id), stats, observed, bound, throttle_ms)
         return throttle_ms
 
     def unrecord(
@@ -215,7 +215,7 @@ class ClientQuotaManager:
             rate = self._rates[(key, *tags)] = Rate(self.samples, self.window_ms)
         return rate
 
-    def _note_throttle(self, key, tags, stats, observed, bound, throttle_ms) -> None:
+    def _note_throttle(self, key, who, stats, observed, bound, throttle_ms) -> None:
         now = time.time()
         quiet = now - stats.last_throttled_at > self.max_throttle_ms / 1000.0
         stats.throttled_requests += 1
@@ -224,8 +224,8 @@ class ClientQuotaManager:
         stats.last_throttled_at = now
         (log.info if quiet else log.debug)(
             "throttling user %r client-id %r for %d ms: %s at %.0f/s over its quota of %.0f/s",
-            tags[0],
-            tags[1],
+            who[0],
+            who[1],
             throttle_ms,
             key,
             observed,

@@ -25,6 +25,7 @@ from ..protocol.messages import (
     response_schema,
 )
 from . import request_context
+from .quotas import produce_throttle
 
 if TYPE_CHECKING:
     from .kafka_server import KafkaServer
@@ -166,7 +167,15 @@ class KafkaApis:
             return await list_offsets_v0.handle(self.server, frame)
         header, request = parse_request(frame)
         request_context.set_client(conn.peer)
+        request_context.throttle_ms.set(0)
+        if api_key == 0:
+            produce_throttle(self.server.quotas, header.client_id, len(frame))
         result = await self.handlers[api_key](self.server, header, request)
+        throttle_ms = request_context.throttle_ms.get()
+        if throttle_ms > 0:
+            conn.mute_after_response(throttle_ms)  # KIP-219: reads resume when it ends
+            if isinstance(result, dict) and "throttle_time" in result:
+                result["throttle_time"] = throttle_ms
         if result is None or isinstance(result, bytes | list):
             return result  # acks=0, or a handler that encodes its own response (Fetch)
         body = result if is_dataclass(result) else build(response_schema(api_key, version), result)

@@ -1,0 +1,124 @@
+"""Client quotas on the broker: configs from ZooKeeper, and the calls the handlers make.
+
+At start the broker reads every quota entity under ``/config/users`` and
+``/config/clients``; afterwards it follows ``/config/changes``: each new
+``config_change_NNNNNNNNNN`` (``{"version":2,"entity_path":"clients/<id>"}``, as
+kafka-configs, the console and AlterClientQuotas write them) makes it read that
+entity's znode again. Topic and broker entries there are left to ClusterSync, which
+watches those znodes directly.
+
+Bytes are Kafka's: a produce request's size, a fetch response's record bytes. A
+request over its quota is answered at once with ``throttle_time_ms``, then the
+connection reads nothing for that long (KIP-219); librdkafka also backs off by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from ..quota.manager import ANONYMOUS, FETCH, PRODUCE, ClientQuotaManager, parse_entity_path
+from ..zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
+from . import request_context
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+log = logging.getLogger(__name__)
+
+
+class QuotaConfigSync:
+    """Keeps a ClientQuotaManager's entities equal to ZooKeeper's."""
+
+    def __init__(
+        self, client: KazooClient, quotas: ClientQuotaManager, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.client = client
+        self.quotas = quotas
+        self.loop = loop
+        self._last_change = -1
+
+    def start(self) -> None:
+        """Blocking (kazoo): call from a thread."""
+        ChildrenWatch(self.client, ConfigEntityChangeNotificationZNode.path, self._changes)
+        for path in self._all_entity_paths():
+            self._reload(path)
+
+    def _all_entity_paths(self) -> list[str]:
+        paths = [f"clients/{c}" for c in self._children("/config/clients")]
+        for user in self._children("/config/users"):
+            paths.append(f"users/{user}")
+            paths += [
+                f"users/{user}/clients/{c}" for c in self._children(f"/config/users/{user}/clients")
+            ]
+        return paths
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self.client.get_children(path)
+        except NoNodeError:
+            return []
+
+    # -- kazoo thread ---------------------------------------------------------------
+    def _changes(self, children: list[str]) -> None:
+        prefix = ConfigEntityChangeNotificationZNode.prefix
+        for name in sorted(c for c in children if c.startswith(prefix)):
+            try:
+                seq = int(name[len(prefix) :])
+            except ValueError:
+                continue
+            if seq <= self._last_change:
+                continue
+            self._last_change = seq
+            try:
+                data, _ = self.client.get(f"{ConfigEntityChangeNotificationZNode.path}/{name}")
+                entity = json.loads(data).get("entity_path", "")
+            except NoNodeError:
+                continue
+            except (ValueError, TypeError, AttributeError):
+                log.error("ignoring config change %s: not Kafka's JSON", name)
+                continue
+            if isinstance(entity, str) and entity.startswith(("users/", "clients/")):
+                self._reload(entity)
+
+    def _reload(self, path: str) -> None:
+        entity = parse_entity_path(path)
+        if entity is None:
+            return
+        try:
+            data, _ = self.client.get(f"/config/{path}")
+            config = ConfigEntityZNode.decode(data)
+        except NoNodeError:
+            config = {}
+        except (ValueError, TypeError, AttributeError):
+            log.error("ignoring config of %s: not Kafka's JSON", path)
+            return
+        if not isinstance(config, dict):
+            log.error("ignoring config of %s: not Kafka's JSON", path)
+            return
+        self.loop.call_soon_threadsafe(self.quotas.update, entity, config)
+
+
+def _throttle(throttle_ms: int) -> int:
+    if throttle_ms > 0:
+        request_context.throttle_ms.set(max(throttle_ms, request_context.throttle_ms.get()))
+    return throttle_ms
+
+
+def produce_throttle(quotas: ClientQuotaManager, client_id: str | None, request_size: int) -> int:
+    """Record a produce request's size; the throttle time in ms."""
+    return _throttle(quotas.record(PRODUCE, ANONYMOUS, client_id or "", request_size))
+
+
+def fetch_throttle(quotas: ClientQuotaManager, client_id: str | None, response_bytes: int) -> int:
+    """Record a consumer fetch's bytes; a throttled fetch is answered empty, so its bytes
+    are taken back (Kafka's handleFetchRequest)."""
+    throttle_ms = quotas.record(FETCH, ANONYMOUS, client_id or "", response_bytes)
+    if throttle_ms > 0:
+        quotas.unrecord(FETCH, ANONYMOUS, client_id or "", response_bytes)
+    return _throttle(throttle_ms)
