@@ -68,6 +68,8 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     45: ("AlterPartitionReassignments", 0, 0),
     46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
+    48: ("DescribeClientQuotas", 0, 1),
+    49: ("AlterClientQuotas", 0, 1),
     60: ("DescribeCluster", 0, 1),
 }
 
@@ -77,6 +79,7 @@ HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 def _registry() -> dict[int, HandlerFn]:
     from .handlers import (
         admin,
+        client_quotas,
         configs,
         controller_ops,
         controller_requests,
@@ -122,6 +125,8 @@ def _registry() -> dict[int, HandlerFn]:
         45: controller_ops.handle_alter_partition_reassignments,
         46: controller_ops.handle_list_partition_reassignments,
         47: offsets_commit.handle_offset_delete,
+        48: client_quotas.handle_describe_client_quotas,
+        49: client_quotas.handle_alter_client_quotas,
         60: metadata.handle_describe_cluster,
     }
 

@@ -324,6 +324,13 @@ class KafkaZkClient:
             return {}
         return ConfigEntityZNode.decode(data)
 
+    def config_children(self, entity_path: str) -> list[str]:
+        """Names under ``/config/<entity_path>`` (``users``, ``clients``, ``users/u/clients``)."""
+        try:
+            return sorted(self.zk.get_children(f"/config/{entity_path}"))
+        except NoNodeError:
+            return []
+
     def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
         path = ConfigEntityZNode.path(entity_type, name)
         data = ConfigEntityZNode.encode(config)

@@ -1,0 +1,172 @@
+"""DescribeClientQuotas / AlterClientQuotas on the wire, over the ZooKeeper znodes, and
+KIP-219 on the wire: a produce over its quota answers with throttle_time_ms, then the
+connection is muted for that long."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.records import build_batch
+from broker.zk.znodes import ConfigEntityZNode
+
+from .wire import WireClient
+
+
+@pytest.fixture(scope="module")
+def broker(cluster_factory):
+    return cluster_factory(1, **{"message.max.bytes": str(2 * 1024 * 1024)})
+
+
+@pytest.fixture
+def wire(broker):
+    w = WireClient.for_bootstrap(broker.bootstrap)
+    yield w
+    w.close()
+
+
+def _alter(wire, entity, ops, validate_only=False):
+    resp = wire.request(
+        49,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                    "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops],
+                }
+            ],
+            "validate_only": validate_only,
+        },
+    )
+    entry = resp.entries[0]
+    return entry.error_code, entry.error_message
+
+
+def _describe(wire, components, strict=False):
+    resp = wire.request(
+        48,
+        1,
+        {
+            "components": [
+                {"entity_type": t, "match_type": m, "match": n} for t, m, n in components
+            ],
+            "strict": strict,
+        },
+    )
+    if resp.error_code != ErrorCode.none:
+        return resp.error_code, resp.error_message
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in resp.entries
+    }
+
+
+def _wait_log(broker, text: str, timeout: float = 20.0) -> None:
+    log_path = Path(broker.brokers[0].log_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log_path.read_text(errors="replace"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the broker never logged {text!r}")
+
+
+def test_alter_then_describe_round_trips_through_zookeeper(broker, wire):
+    client = f"app-{uuid.uuid4().hex[:6]}"
+    assert _alter(wire, [("client-id", client)], [("producer_byte_rate", 50000.0)]) == (0, None)
+    assert _alter(
+        wire, [("user", "alice"), ("client-id", client)], [("consumer_byte_rate", 7000.0)]
+    ) == (0, None)
+    assert _alter(wire, [("client-id", None)], [("request_percentage", 12.5)]) == (0, None)
+    zk = broker.zk_client()
+    data, _ = zk.get(f"/config/clients/{client}")
+    assert ConfigEntityZNode.decode(data) == {"producer_byte_rate": "50000"}
+    data, _ = zk.get(f"/config/users/alice/clients/{client}")
+    assert ConfigEntityZNode.decode(data) == {"consumer_byte_rate": "7000"}
+    notices = [zk.get(f"/config/changes/{c}")[0] for c in zk.get_children("/config/changes")]
+    assert b'{"version":2,"entity_path":"clients/<default>"}' in notices
+
+    got = _describe(wire, [("client-id", 0, client)])
+    assert got == {
+        (("client-id", client),): {"producer_byte_rate": 50000.0},
+        (("user", "alice"), ("client-id", client)): {"consumer_byte_rate": 7000.0},
+    }
+    assert _describe(wire, [("client-id", 0, client)], strict=True) == {
+        (("client-id", client),): {"producer_byte_rate": 50000.0}
+    }
+    assert _describe(wire, [("client-id", 1, None)], strict=True) == {
+        (("client-id", None),): {"request_percentage": 12.5}
+    }
+    both = _describe(wire, [("user", 2, None), ("client-id", 2, None)], strict=True)
+    assert both == {(("user", "alice"), ("client-id", client)): {"consumer_byte_rate": 7000.0}}
+    _wait_log(broker, f"quotas of clients/{client} are now {{'producer_byte_rate': 50000.0}}")
+
+    assert _alter(wire, [("client-id", client)], [("producer_byte_rate", None)]) == (0, None)
+    assert _alter(wire, [("client-id", None)], [("request_percentage", None)]) == (0, None)
+    assert _describe(wire, [("client-id", 0, client)], strict=True) == {}
+    _wait_log(broker, f"quotas of clients/{client} are now unset")
+
+
+@pytest.mark.parametrize(
+    ("entity", "ops", "message"),
+    [
+        ([("client-id", "x")], [("producer_byte_rate", -1.0)], "must be greater than 0"),
+        ([("client-id", "x")], [("producer_byte_rate", 1.5)], "must be a LONG value"),
+        ([("client-id", "x")], [("no_such_quota", 1.0)], "Invalid configuration key"),
+        ([], [("producer_byte_rate", 1.0)], "Invalid empty client quota entity"),
+        ([("client-id", "")], [("producer_byte_rate", 1.0)], "Empty client-id not supported"),
+        ([("group", "g")], [("producer_byte_rate", 1.0)], "Unhandled client quota entity"),
+    ],
+)
+def test_alter_rejects_bad_input_as_kafka_does(broker, wire, entity, ops, message):
+    code, text = _alter(wire, entity, ops)
+    assert code == ErrorCode.invalid_request
+    assert message in text
+    assert _describe(wire, [("client-id", 0, "x")]) == {}
+
+
+def test_validate_only_writes_nothing_and_bad_filters_are_refused(broker, wire):
+    assert _alter(wire, [("client-id", "dry")], [("producer_byte_rate", 1000.0)], True) == (0, None)
+    assert _describe(wire, [("client-id", 0, "dry")]) == {}
+    code, text = _describe(wire, [("client-id", 2, None), ("client-id", 2, None)])
+    assert code == ErrorCode.invalid_request and "Duplicate client" in text
+    code, text = _describe(wire, [("ip", 2, None)])
+    assert code == ErrorCode.unsupported_version
+
+
+def test_throttled_produce_carries_throttle_time_and_mutes_the_connection(broker, wire):
+    topic = f"wire-quota-{uuid.uuid4().hex[:6]}"
+    wire.create_topic(topic, 1)
+    client = f"kip219-{uuid.uuid4().hex[:6]}"
+    assert _alter(wire, [("client-id", client)], [("producer_byte_rate", 100000.0)]) == (0, None)
+    _wait_log(broker, f"quotas of clients/{client} are now")
+    w = WireClient.for_bootstrap(broker.bootstrap)
+    w.client_id = client
+    batch = build_batch([(None, os.urandom(1000), [], int(time.time() * 1000))] * 1500)
+    throttles = []
+    for _ in range(2):  # 3 MB against 100 kB/s x 10 s of burst
+        before = time.monotonic()
+        resp = w.request(
+            0,
+            9,
+            {
+                "acks": 1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
+        answered = time.monotonic() - before
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+        throttles.append((int(resp.throttle_time.total_seconds() * 1000), answered))
+    w.close()
+    assert throttles[0][0] > 0, throttles  # 1.5 MB over a 10 s window: over 100 kB/s
+    # the response came at once; the next request waited out the mute (KIP-219)
+    assert throttles[1][1] >= throttles[0][0] / 1000.0 * 0.9, throttles
