@@ -153,3 +153,14 @@ def test_bad_values_are_logged_and_ignored(bad, caplog):
     assert quotas.quota(PRODUCE, ANONYMOUS, "c") is None
     assert quotas.quota(FETCH, ANONYMOUS, "c")[0] == 2000
     assert "ignoring quota producer_byte_rate" in caplog.text
+
+
+def test_idle_clients_are_forgotten_after_an_hour():
+    quotas = ClientQuotaManager()
+    quotas.update((None, DEFAULT), {PRODUCE: "1000"})
+    quotas.record(PRODUCE, ANONYMOUS, "short-lived", 100, now_ms=0)
+    quotas.record(PRODUCE, ANONYMOUS, "steady", 100, now_ms=0)
+    quotas.record(PRODUCE, ANONYMOUS, "steady", 100, now_ms=3_000_000)
+    assert {s["client_id"] for s in quotas.snapshot()} == {"short-lived", "steady"}
+    quotas.record(PRODUCE, ANONYMOUS, "steady", 100, now_ms=3_700_000)
+    assert {s["client_id"] for s in quotas.snapshot()} == {"steady"}

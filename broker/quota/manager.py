@@ -43,6 +43,8 @@ FETCH = "consumer_byte_rate"
 REQUEST = "request_percentage"
 QUOTA_KEYS = (PRODUCE, FETCH, REQUEST)
 
+IDLE_EXPIRY_MS = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
+
 # (user, client-id): None where the entity does not name that part
 Entity = tuple[str | None, str | None]
 
@@ -145,6 +147,8 @@ class ClientQuotaManager:
         self.clock = clock
         self.overrides: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._last_used: dict[tuple[str, str, str], float] = {}
+        self._next_expiry_ms = 0.0
         self.stats: dict[tuple[str, str, str], ThrottleStats] = {}
 
     # -- configs --------------------------------------------------------------------
@@ -182,7 +186,9 @@ class ClientQuotaManager:
             return 0
         bound, tags = found
         now_ms = self.clock() * 1000.0 if now_ms is None else now_ms
+        self._expire_idle(now_ms)
         rate = self._rate(key, tags)
+        self._last_used[(key, *tags)] = now_ms
         rate.record(value, now_ms)
         stats = self.stats.setdefault((key, *tags), ThrottleStats())
         stats.bytes += value
@@ -208,6 +214,18 @@ class ClientQuotaManager:
         stats = self.stats.get((key, *found[1]))
         if stats is not None:
             stats.bytes -= value
+
+    def _expire_idle(self, now_ms: float) -> None:
+        """Forget the rates and counters of clients idle for an hour (Kafka expires its
+        quota sensors after an hour too), so many short-lived client-ids under a
+        default quota do not grow the broker forever. Checked once a minute."""
+        if now_ms < self._next_expiry_ms:
+            return
+        self._next_expiry_ms = now_ms + 60_000
+        for metric in [m for m, t in self._last_used.items() if now_ms - t > IDLE_EXPIRY_MS]:
+            del self._last_used[metric]
+            self._rates.pop(metric, None)
+            self.stats.pop(metric, None)
 
     def _rate(self, key: str, tags: tuple[str, str]) -> Rate:
         rate = self._rates.get((key, *tags))
