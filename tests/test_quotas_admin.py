@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +14,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.records import build_batch
 from broker.zk.znodes import ConfigEntityZNode
 
+from .quota_helpers import wait_log
 from .wire import WireClient
 
 
@@ -69,16 +69,6 @@ def _describe(wire, components, strict=False):
     }
 
 
-def _wait_log(broker, text: str, timeout: float = 20.0) -> None:
-    log_path = Path(broker.brokers[0].log_path)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in log_path.read_text(errors="replace"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the broker never logged {text!r}")
-
-
 def test_alter_then_describe_round_trips_through_zookeeper(broker, wire):
     client = f"app-{uuid.uuid4().hex[:6]}"
     assert _alter(wire, [("client-id", client)], [("producer_byte_rate", 50000.0)]) == (0, None)
@@ -107,12 +97,12 @@ def test_alter_then_describe_round_trips_through_zookeeper(broker, wire):
     }
     both = _describe(wire, [("user", 2, None), ("client-id", 2, None)], strict=True)
     assert both == {(("user", "alice"), ("client-id", client)): {"consumer_byte_rate": 7000.0}}
-    _wait_log(broker, f"quotas of clients/{client} are now {{'producer_byte_rate': 50000.0}}")
+    wait_log(broker, f"quotas of clients/{client} are now {{'producer_byte_rate': 50000.0}}")
 
     assert _alter(wire, [("client-id", client)], [("producer_byte_rate", None)]) == (0, None)
     assert _alter(wire, [("client-id", None)], [("request_percentage", None)]) == (0, None)
     assert _describe(wire, [("client-id", 0, client)], strict=True) == {}
-    _wait_log(broker, f"quotas of clients/{client} are now unset")
+    wait_log(broker, f"quotas of clients/{client} are now unset")
 
 
 @pytest.mark.parametrize(
@@ -147,7 +137,7 @@ def test_throttled_produce_carries_throttle_time_and_mutes_the_connection(broker
     wire.create_topic(topic, 1)
     client = f"kip219-{uuid.uuid4().hex[:6]}"
     assert _alter(wire, [("client-id", client)], [("producer_byte_rate", 100000.0)]) == (0, None)
-    _wait_log(broker, f"quotas of clients/{client} are now")
+    wait_log(broker, f"quotas of clients/{client} are now")
     w = WireClient.for_bootstrap(broker.bootstrap)
     w.client_id = client
     batch = build_batch([(None, os.urandom(1000), [], int(time.time() * 1000))] * 1500)

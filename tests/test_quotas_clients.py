@@ -9,13 +9,14 @@ import json
 import os
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.zk.client import KafkaZkClient
+
+from .quota_helpers import wait_log
 
 QUOTA = 100_000  # bytes/s
 RECORD = 1000
@@ -37,21 +38,11 @@ def zk(broker):
     client.close()
 
 
-def _wait_log(broker, text: str, timeout: float = 20.0) -> None:
-    log_path = Path(broker.brokers[0].log_path)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in log_path.read_text(errors="replace"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the broker never logged {text!r}")
-
-
 def _set_quota(broker, zk, entity_type: str, name: str, config: dict) -> None:
     """As kafka-configs --alter does: the entity znode, then a change notification."""
     zk.set_entity_config(entity_type, name, {k: str(v) for k, v in config.items()})
     shown = {k: float(v) for k, v in config.items()} or "unset"
-    _wait_log(broker, f"quotas of {entity_type}/{name} are now {shown}")
+    wait_log(broker, f"quotas of {entity_type}/{name} are now {shown}")
 
 
 def _topic(broker, prefix: str) -> str:
@@ -209,8 +200,8 @@ def test_consumer_over_its_quota_is_held_to_it(broker, zk):
 
 def test_bad_quota_values_in_zookeeper_are_ignored(broker, zk):
     zk.set_entity_config("clients", "odd", {"producer_byte_rate": "-5", "consumer_byte_rate": "x"})
-    _wait_log(broker, "ignoring quota producer_byte_rate='-5' of clients/odd")
-    _wait_log(broker, "ignoring quota consumer_byte_rate='x' of clients/odd")
+    wait_log(broker, "ignoring quota producer_byte_rate='-5' of clients/odd")
+    wait_log(broker, "ignoring quota consumer_byte_rate='x' of clients/odd")
     for garbage in (b"{not json", b'{"version":1,"config":5}', b"[1]"):
         zk.zk.set("/config/clients/odd", garbage)
         zk.zk.create(
@@ -220,9 +211,9 @@ def test_bad_quota_values_in_zookeeper_are_ignored(broker, zk):
         )
     zk.zk.create("/config/changes/config_change_", b"garbage", sequence=True)
     zk.set_entity_config("clients", "after-odd", {"producer_byte_rate": "12345"})
-    _wait_log(broker, "quotas of clients/after-odd are now {'producer_byte_rate': 12345.0}")
+    wait_log(broker, "quotas of clients/after-odd are now {'producer_byte_rate': 12345.0}")
     topic = _topic(broker, "q-alive")
-    _wait_log(broker, "ignoring config of clients/odd: not Kafka's JSON")
-    _wait_log(broker, "ignoring config change config_change_")
+    wait_log(broker, "ignoring config of clients/odd: not Kafka's JSON")
+    wait_log(broker, "ignoring config change config_change_")
     _produce(broker, topic, "odd", 10_000)  # the broker still serves
     assert len(_append_times(broker, topic)) == 10

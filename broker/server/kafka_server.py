@@ -180,7 +180,7 @@ class KafkaServer:
             self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
         await asyncio.to_thread(self.cluster_sync.start)
-        await asyncio.to_thread(QuotaConfigSync(self.zk.zk, self.quotas, loop).start)
+        await asyncio.to_thread(QuotaConfigSync(self.zk, self.quotas, loop).start)
         self.controller = Controller(
             self.zk,
             cfg.broker_id,

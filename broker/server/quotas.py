@@ -23,11 +23,11 @@ from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ..quota.manager import ANONYMOUS, FETCH, PRODUCE, ClientQuotaManager, parse_entity_path
-from ..zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
+from ..zk.znodes import ConfigEntityChangeNotificationZNode
 from . import request_context
 
 if TYPE_CHECKING:
-    from kazoo.client import KazooClient
+    from ..zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +36,10 @@ class QuotaConfigSync:
     """Keeps a ClientQuotaManager's entities equal to ZooKeeper's."""
 
     def __init__(
-        self, client: KazooClient, quotas: ClientQuotaManager, loop: asyncio.AbstractEventLoop
+        self, zk: KafkaZkClient, quotas: ClientQuotaManager, loop: asyncio.AbstractEventLoop
     ) -> None:
-        self.client = client
+        self.zk = zk
+        self.client = zk.zk
         self.quotas = quotas
         self.loop = loop
         self._last_change = -1
@@ -46,23 +47,8 @@ class QuotaConfigSync:
     def start(self) -> None:
         """Blocking (kazoo): call from a thread."""
         ChildrenWatch(self.client, ConfigEntityChangeNotificationZNode.path, self._changes)
-        for path in self._all_entity_paths():
+        for path in self.zk.quota_entity_paths():
             self._reload(path)
-
-    def _all_entity_paths(self) -> list[str]:
-        paths = [f"clients/{c}" for c in self._children("/config/clients")]
-        for user in self._children("/config/users"):
-            paths.append(f"users/{user}")
-            paths += [
-                f"users/{user}/clients/{c}" for c in self._children(f"/config/users/{user}/clients")
-            ]
-        return paths
-
-    def _children(self, path: str) -> list[str]:
-        try:
-            return self.client.get_children(path)
-        except NoNodeError:
-            return []
 
     # -- kazoo thread ---------------------------------------------------------------
     def _changes(self, children: list[str]) -> None:
@@ -90,15 +76,10 @@ class QuotaConfigSync:
         entity = parse_entity_path(path)
         if entity is None:
             return
+        kind, _, name = path.partition("/")
         try:
-            data, _ = self.client.get(f"/config/{path}")
-            config = ConfigEntityZNode.decode(data)
-        except NoNodeError:
-            config = {}
+            config = self.zk.get_entity_config(kind, name)
         except (ValueError, TypeError, AttributeError):
-            log.error("ignoring config of %s: not Kafka's JSON", path)
-            return
-        if not isinstance(config, dict):
             log.error("ignoring config of %s: not Kafka's JSON", path)
             return
         self.loop.call_soon_threadsafe(self.quotas.update, entity, config)

@@ -71,14 +71,6 @@ def _filter(components) -> dict[str, str | None]:
     return wanted
 
 
-def _all_entity_paths(zk: KafkaZkClient) -> list[str]:
-    paths = [f"clients/{c}" for c in zk.config_children("clients")]
-    for user in zk.config_children("users"):
-        paths.append(f"users/{user}")
-        paths += [f"users/{user}/clients/{c}" for c in zk.config_children(f"users/{user}/clients")]
-    return paths
-
-
 def _matches(wanted: dict[str, str | None], entity_type: str, name: str | None, strict: bool):
     if entity_type not in wanted:
         return name is None or not strict
@@ -89,7 +81,7 @@ def _matches(wanted: dict[str, str | None], entity_type: str, name: str | None, 
 def _describe(zk: KafkaZkClient, components, strict: bool) -> list[dict]:
     wanted = _filter(components)
     entries = []
-    for path in _all_entity_paths(zk):
+    for path in zk.quota_entity_paths():
         user, client = parse_entity_path(path) or (None, None)
         if user is None and client is None:
             continue
