@@ -12,6 +12,7 @@ import pytest
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.records import build_batch
+from broker.quota.manager import DEFAULT, entity_path
 from broker.zk.znodes import ConfigEntityZNode
 
 from .quota_helpers import wait_log
@@ -132,31 +133,64 @@ def test_validate_only_writes_nothing_and_bad_filters_are_refused(broker, wire):
     assert code == ErrorCode.unsupported_version
 
 
-def test_throttled_produce_carries_throttle_time_and_mutes_the_connection(broker, wire):
-    topic = f"wire-quota-{uuid.uuid4().hex[:6]}"
-    wire.create_topic(topic, 1)
-    client = f"kip219-{uuid.uuid4().hex[:6]}"
-    assert _alter(wire, [("client-id", client)], [("producer_byte_rate", 100000.0)]) == (0, None)
-    wait_log(broker, f"quotas of clients/{client} are now")
+def _quota_client(broker, wire, entity, rate=100000.0) -> None:
+    assert _alter(wire, entity, [("producer_byte_rate", rate)]) == (0, None)
+    names = {t: n or DEFAULT for t, n in entity}
+    path = entity_path((names.get("user"), names.get("client-id")))
+    wait_log(broker, f"quotas of {path} are now {{'producer_byte_rate': {rate}}}")
+
+
+def _produce_big(broker, client: str, version: int, count: int = 2) -> list[tuple[int, float]]:
+    """1.5 MB produce requests: (throttle_time_ms, seconds to the response) each."""
     w = WireClient.for_bootstrap(broker.bootstrap)
     w.client_id = client
+    topic = f"wire-quota-{uuid.uuid4().hex[:6]}"
+    w.create_topic(topic, 1)
     batch = build_batch([(None, os.urandom(1000), [], int(time.time() * 1000))] * 1500)
-    throttles = []
-    for _ in range(2):  # 3 MB against 100 kB/s x 10 s of burst
+    out = []
+    for _ in range(count):  # 1.5 MB each against 100 kB/s x 10 s of burst
         before = time.monotonic()
         resp = w.request(
             0,
-            9,
+            version,
             {
                 "acks": 1,
                 "timeout": 5000,
                 "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
             },
         )
-        answered = time.monotonic() - before
         assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
-        throttles.append((int(resp.throttle_time.total_seconds() * 1000), answered))
+        out.append((int(resp.throttle_time.total_seconds() * 1000), time.monotonic() - before))
     w.close()
+    return out
+
+
+def test_throttled_produce_carries_throttle_time_and_mutes_the_connection(broker, wire):
+    client = f"kip219-{uuid.uuid4().hex[:6]}"
+    _quota_client(broker, wire, [("client-id", client)])
+    throttles = _produce_big(broker, client, 9)
     assert throttles[0][0] > 0, throttles  # 1.5 MB over a 10 s window: over 100 kB/s
-    # the response came at once; the next request waited out the mute (KIP-219)
+    assert throttles[0][1] < throttles[0][0] / 1000.0, throttles  # answered at once
+    # the next request waited out the mute (KIP-219)
     assert throttles[1][1] >= throttles[0][0] / 1000.0 * 0.9, throttles
+
+
+def test_produce_before_kip219_gets_a_late_response_instead(broker, wire):
+    client = f"old-{uuid.uuid4().hex[:6]}"
+    _quota_client(broker, wire, [("client-id", client)])
+    throttles = _produce_big(broker, client, 5, count=1)
+    assert throttles[0][0] > 0 and throttles[0][1] >= throttles[0][0] / 1000.0 * 0.9, throttles
+
+
+def test_default_user_quota_outranks_a_client_id_quota(broker, wire):
+    """Kafka's order: users/<default> (6) before clients/<id> (7), and everyone
+    unauthenticated is the user ANONYMOUS."""
+    client = f"ranked-{uuid.uuid4().hex[:6]}"
+    _quota_client(broker, wire, [("client-id", client)], rate=1e9)
+    _quota_client(broker, wire, [("user", None)])
+    try:
+        throttles = _produce_big(broker, client, 9, count=1)
+    finally:
+        assert _alter(wire, [("user", None)], [("producer_byte_rate", None)]) == (0, None)
+        wait_log(broker, "quotas of users/<default> are now unset")
+    assert throttles[0][0] > 0, throttles

@@ -8,6 +8,7 @@ retry with a version we speak (KIP-511).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -72,6 +73,10 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     49: ("AlterClientQuotas", 0, 1),
     60: ("DescribeCluster", 0, 1),
 }
+
+# KIP-219: from these versions the client backs off by itself on throttle_time_ms, so the
+# broker answers at once and then mutes the connection; older ones get a late response
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8}  # Produce, Fetch
 
 HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 
@@ -178,9 +183,12 @@ class KafkaApis:
         result = await self.handlers[api_key](self.server, header, request)
         throttle_ms = request_context.throttle_ms.get()
         if throttle_ms > 0:
-            conn.mute_after_response(throttle_ms)  # KIP-219: reads resume when it ends
             if isinstance(result, dict) and "throttle_time" in result:
                 result["throttle_time"] = throttle_ms
+            if version >= CLIENT_THROTTLES_FROM.get(api_key, 0):
+                conn.mute_after_response(throttle_ms)  # KIP-219: reads resume when it ends
+            else:  # older clients do not back off: the response itself waits, as before KIP-219
+                await asyncio.sleep(throttle_ms / 1000.0)
         if result is None or isinstance(result, bytes | list):
             return result  # acks=0, or a handler that encodes its own response (Fetch)
         body = result if is_dataclass(result) else build(response_schema(api_key, version), result)
