@@ -194,3 +194,20 @@ def test_default_user_quota_outranks_a_client_id_quota(broker, wire):
         assert _alter(wire, [("user", None)], [("producer_byte_rate", None)]) == (0, None)
         wait_log(broker, "quotas of users/<default> are now unset")
     assert throttles[0][0] > 0, throttles
+
+
+def test_quota_written_by_the_console_is_enforced(broker, wire, settings):
+    """The console's own ZooKeeper write (znode + notification in one transaction)."""
+    from console.cluster import zk as console_zk
+
+    settings.QUILL_ZOOKEEPER_CONNECT = broker.zk_connect
+    client = f"console-{uuid.uuid4().hex[:6]}"
+    try:
+        console_zk.set_entity_config(f"clients/{client}", {"producer_byte_rate": "100000"})
+        wait_log(broker, f"quotas of clients/{client} are now {{'producer_byte_rate': 100000.0}}")
+        assert _produce_big(broker, client, 9, count=1)[0][0] > 0
+        console_zk.set_entity_config(f"clients/{client}", {})
+        wait_log(broker, f"quotas of clients/{client} are now unset")
+        assert _produce_big(broker, client, 9, count=1)[0][0] == 0
+    finally:
+        console_zk.reset()
