@@ -211,3 +211,12 @@ def test_quota_written_by_the_console_is_enforced(broker, wire, settings):
         assert _produce_big(broker, client, 9, count=1)[0][0] == 0
     finally:
         console_zk.reset()
+
+
+def test_a_restarted_broker_reads_its_quotas_at_start(broker, wire):
+    """Last in this module: it restarts the broker. The notification is long processed;
+    the restarted broker must find the quota by reading the entities themselves."""
+    client = f"restart-{uuid.uuid4().hex[:6]}"
+    _quota_client(broker, wire, [("client-id", client)])
+    broker.brokers[0].restart()
+    assert _produce_big(broker, client, 9, count=1)[0][0] > 0

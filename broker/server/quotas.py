@@ -42,7 +42,7 @@ class QuotaConfigSync:
         self.client = zk.zk
         self.quotas = quotas
         self.loop = loop
-        self._last_change = -1
+        self._last_change: int | None = None  # None until the watch first fires
 
     def start(self) -> None:
         """Blocking (kazoo): call from a thread."""
@@ -53,11 +53,16 @@ class QuotaConfigSync:
     # -- kazoo thread ---------------------------------------------------------------
     def _changes(self, children: list[str]) -> None:
         prefix = ConfigEntityChangeNotificationZNode.prefix
-        for name in sorted(c for c in children if c.startswith(prefix)):
+        changes = []
+        for name in (c for c in children if c.startswith(prefix)):
             try:
-                seq = int(name[len(prefix) :])
+                changes.append((int(name[len(prefix) :]), name))
             except ValueError:
                 continue
+        if self._last_change is None:  # what is there already, start()'s full read covers
+            self._last_change = max((seq for seq, _name in changes), default=-1)
+            return
+        for seq, name in sorted(changes):
             if seq <= self._last_change:
                 continue
             self._last_change = seq
