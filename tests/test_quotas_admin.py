@@ -213,6 +213,26 @@ def test_quota_written_by_the_console_is_enforced(broker, wire, settings):
         console_zk.reset()
 
 
+def test_request_percentage_throttles_a_busy_client_for_at_most_a_window(broker, wire):
+    client = f"busy-{uuid.uuid4().hex[:6]}"
+    assert _alter(wire, [("client-id", client)], [("request_percentage", 0.01)]) == (0, None)
+    wait_log(broker, f"quotas of clients/{client} are now {{'request_percentage': 0.01}}")
+    w = WireClient.for_bootstrap(broker.bootstrap)
+    w.client_id = client
+    throttles = []
+    try:
+        for _ in range(2000):  # each takes ~0.1 ms of the broker: 1 ms in 10 s is 0.01 %
+            resp = w.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            throttles.append(int(resp.throttle_time.total_seconds() * 1000))
+            if throttles[-1]:
+                break
+    finally:
+        w.close()
+        assert _alter(wire, [("client-id", client)], [("request_percentage", None)]) == (0, None)
+    assert 0 < throttles[-1] <= 1000, throttles[-5:]  # bounded at one window, as in Kafka
+    assert _produce_big(broker, "not-busy", 9, count=1)[0][0] == 0  # others are not affected
+
+
 def test_a_restarted_broker_reads_its_quotas_at_start(broker, wire):
     """Last in this module: it restarts the broker. The notification is long processed;
     the restarted broker must find the quota by reading the entities themselves."""

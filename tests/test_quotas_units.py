@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 
 import pytest
 
@@ -11,12 +13,14 @@ from broker.quota.manager import (
     DEFAULT,
     FETCH,
     PRODUCE,
+    REQUEST,
     ClientQuotaManager,
     entity_path,
     parse_entity_path,
     precedence,
 )
 from broker.quota.rate import Rate
+from broker.server.quotas import TimedCoroutine
 
 
 def test_rate_counts_at_least_samples_minus_one_windows():
@@ -164,3 +168,61 @@ def test_idle_clients_are_forgotten_after_an_hour():
     assert {s["client_id"] for s in quotas.snapshot()} == {"short-lived", "steady"}
     quotas.record(PRODUCE, ANONYMOUS, "steady", 100, now_ms=3_700_000)
     assert {s["client_id"] for s in quotas.snapshot()} == {"steady"}
+
+
+def test_request_quota_throttle_is_bounded_at_one_window():
+    quotas = ClientQuotaManager(samples=11, window_s=1)
+    quotas.update((None, "busy"), {REQUEST: "1"})  # 1 % of one thread
+    assert quotas.enabled(REQUEST) and not quotas.enabled(FETCH)
+    assert quotas.record(REQUEST, ANONYMOUS, "busy", 50.0, now_ms=0) == 1000  # capped
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_timed_coroutine_counts_its_own_steps_not_its_waits():
+    async def handler():
+        _spin(0.02)
+        await asyncio.sleep(0.2)
+        _spin(0.02)
+        return "done"
+
+    async def main():
+        timed = TimedCoroutine(handler())
+        return await timed, timed.nanos
+
+    result, nanos = asyncio.run(main())
+    assert result == "done"
+    assert 0.04e9 <= nanos < 0.15e9
+
+
+def test_timed_coroutine_passes_errors_and_cancellation_through():
+    async def failing():
+        await asyncio.sleep(0)
+        raise ValueError("bad")
+
+    async def waiting(done: list):
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            done.append("cancelled")
+            raise
+
+    async def timed(coro):
+        return await TimedCoroutine(coro)
+
+    async def main():
+        with pytest.raises(ValueError, match="bad"):
+            await timed(failing())
+        done: list = []
+        task = asyncio.ensure_future(timed(waiting(done)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return done
+
+    assert asyncio.run(main()) == ["cancelled"]

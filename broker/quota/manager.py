@@ -144,6 +144,7 @@ class ClientQuotaManager:
         self.samples = samples
         self.window_ms = window_s * 1000
         self.max_throttle_ms = samples * self.window_ms
+        self.enabled_keys: set[str] = set()
         self.clock = clock
         self.overrides: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
@@ -161,10 +162,11 @@ class ClientQuotaManager:
             self.overrides[entity] = quotas
         else:
             self.overrides.pop(entity, None)
+        self.enabled_keys = {k for q in self.overrides.values() for k in q}
         log.info("quotas of %s are now %s", entity_path(entity), quotas or "unset")
 
     def enabled(self, key: str) -> bool:
-        return any(key in q for q in self.overrides.values())
+        return key in self.enabled_keys
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         """(bound, rate tags) of the most specific entity setting ``key``, or None."""
@@ -198,7 +200,9 @@ class ClientQuotaManager:
         if observed <= bound:
             return 0
         throttle = (observed - bound) / bound * rate.window_size_ms(now_ms)
-        throttle_ms = int(min(round(throttle), self.max_throttle_ms))
+        # Kafka bounds the request quota's throttle at one window (boundedThrottleTime)
+        cap = self.window_ms if key == REQUEST else self.max_throttle_ms
+        throttle_ms = int(min(round(throttle), cap))
         self._note_throttle(key, (user, client_id), stats, observed, bound, throttle_ms)
         return throttle_ms
 

@@ -25,8 +25,9 @@ from ..protocol.messages import (
     peek_header,
     response_schema,
 )
+from ..quota.manager import REQUEST
 from . import request_context
-from .quotas import produce_throttle
+from .quotas import TimedCoroutine, produce_throttle, request_throttle
 
 if TYPE_CHECKING:
     from .kafka_server import KafkaServer
@@ -156,6 +157,19 @@ def _unsupported_api_versions(correlation_id: int) -> bytes:
     return struct.pack(">ii", len(body) + 4, correlation_id) + body
 
 
+CLUSTER_ACTIONS = {4, 5, 6, 7}  # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
+
+
+def _request_quota_applies(api_key: int, request: Any) -> bool:
+    """Kafka exempts inter-broker requests (cluster actions, follower fetches) and
+    acks=0 produce from the request quota."""
+    if api_key in CLUSTER_ACTIONS:
+        return False
+    if api_key == 1:
+        return request.replica_id < 0
+    return not (api_key == 0 and request.acks == 0)
+
+
 class KafkaApis:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
@@ -180,7 +194,13 @@ class KafkaApis:
         request_context.throttle_ms.set(0)
         if api_key == 0:
             produce_throttle(self.server.quotas, header.client_id, len(frame))
-        result = await self.handlers[api_key](self.server, header, request)
+        call = self.handlers[api_key](self.server, header, request)
+        if self.server.quotas.enabled(REQUEST) and _request_quota_applies(api_key, request):
+            timed = TimedCoroutine(call)
+            result = await timed
+            request_throttle(self.server.quotas, header.client_id, timed.nanos)
+        else:
+            result = await call
         throttle_ms = request_context.throttle_ms.get()
         if throttle_ms > 0:
             if isinstance(result, dict) and "throttle_time" in result:
