@@ -15,9 +15,12 @@ from broker.protocol.messages import (
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+    def __init__(
+        self, host: str, port: int, timeout: float = 10.0, client_id: str = "wire-test"
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.correlation = 0
+        self.client_id = client_id
 
     @classmethod
     def for_bootstrap(cls, bootstrap: str) -> WireClient:
@@ -47,7 +50,7 @@ class WireClient:
         self.correlation += 1
         req = build(request_schema(api_key, version), body)
         self.send_raw(
-            encode_request(RequestHeader(api_key, version, self.correlation, "wire-test"), req)
+            encode_request(RequestHeader(api_key, version, self.correlation, self.client_id), req)
         )
         corr, resp = parse_response(api_key, version, self.read_frame())
         assert corr == self.correlation

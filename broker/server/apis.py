@@ -8,6 +8,7 @@ retry with a version we speak (KIP-511).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,9 @@ from ..protocol.messages import (
     peek_header,
     response_schema,
 )
+from ..quota.manager import REQUEST
 from . import request_context
+from .quotas import TimedCoroutine, produce_throttle, request_throttle
 
 if TYPE_CHECKING:
     from .kafka_server import KafkaServer
@@ -72,10 +75,16 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     45: ("AlterPartitionReassignments", 0, 0),
     46: ("ListPartitionReassignments", 0, 0),
     47: ("OffsetDelete", 0, 0),
+    48: ("DescribeClientQuotas", 0, 1),
+    49: ("AlterClientQuotas", 0, 1),
     60: ("DescribeCluster", 0, 1),
     65: ("DescribeTransactions", 0, 0),
     66: ("ListTransactions", 0, 0),  # v1's duration filter (KIP-994) not yet
 }
+
+# KIP-219: from these versions the client backs off by itself on throttle_time_ms, so the
+# broker answers at once and then mutes the connection; older ones get a late response
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8}  # Produce, Fetch
 
 HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 
@@ -83,6 +92,7 @@ HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 def _registry() -> dict[int, HandlerFn]:
     from .handlers import (
         admin,
+        client_quotas,
         configs,
         controller_ops,
         controller_requests,
@@ -134,6 +144,8 @@ def _registry() -> dict[int, HandlerFn]:
         45: controller_ops.handle_alter_partition_reassignments,
         46: controller_ops.handle_list_partition_reassignments,
         47: offsets_commit.handle_offset_delete,
+        48: client_quotas.handle_describe_client_quotas,
+        49: client_quotas.handle_alter_client_quotas,
         60: metadata.handle_describe_cluster,
         65: txn.handle_describe_transactions,
         66: txn.handle_list_transactions,
@@ -160,6 +172,19 @@ def _unsupported_api_versions(correlation_id: int) -> bytes:
     return struct.pack(">ii", len(body) + 4, correlation_id) + body
 
 
+CLUSTER_ACTIONS = {4, 5, 6, 7}  # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
+
+
+def _request_quota_applies(api_key: int, request: Any) -> bool:
+    """Kafka exempts inter-broker requests (cluster actions, follower fetches) and
+    acks=0 produce from the request quota."""
+    if api_key in CLUSTER_ACTIONS:
+        return False
+    if api_key == 1:
+        return request.replica_id < 0
+    return not (api_key == 0 and request.acks == 0)
+
+
 class KafkaApis:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
@@ -181,7 +206,24 @@ class KafkaApis:
             return await list_offsets_v0.handle(self.server, frame)
         header, request = parse_request(frame)
         request_context.set_client(conn.peer)
-        result = await self.handlers[api_key](self.server, header, request)
+        request_context.throttle_ms.set(0)
+        if api_key == 0:
+            produce_throttle(self.server.quotas, header.client_id, len(frame))
+        call = self.handlers[api_key](self.server, header, request)
+        if self.server.quotas.enabled(REQUEST) and _request_quota_applies(api_key, request):
+            timed = TimedCoroutine(call)
+            result = await timed
+            request_throttle(self.server.quotas, header.client_id, timed.nanos)
+        else:
+            result = await call
+        throttle_ms = request_context.throttle_ms.get()
+        if throttle_ms > 0:
+            if isinstance(result, dict) and "throttle_time" in result:
+                result["throttle_time"] = throttle_ms
+            if version >= CLIENT_THROTTLES_FROM.get(api_key, 0):
+                conn.mute_after_response(throttle_ms)  # KIP-219: reads resume when it ends
+            else:  # older clients do not back off: the response itself waits, as before KIP-219
+                await asyncio.sleep(throttle_ms / 1000.0)
         if result is None or isinstance(result, bytes | list):
             return result  # acks=0, or a handler that encodes its own response (Fetch)
         body = result if is_dataclass(result) else build(response_schema(api_key, version), result)

@@ -148,6 +148,8 @@ KEYS: dict[str, Key] = {
             "Requests queued per connection before reading pauses",
             1,
         ),
+        Key("quota.window.num", _int, 11, "Samples a client quota rate is measured over", 2),
+        Key("quota.window.size.seconds", _int, 1, "Length of each client quota sample", 1),
         Key("connections.max.idle.ms", _int, 600000, "Idle connections are closed after this"),
         Key("transactional.id.expiration.ms", _int, 604800000, "Transactional id expiry"),
         Key(

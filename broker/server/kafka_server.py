@@ -22,6 +22,7 @@ from ..coordinator.transaction import TransactionConfig, TransactionCoordinator
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol.errors import ErrorCode, KafkaError
+from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
@@ -33,6 +34,7 @@ from .cluster_sync import ClusterSync
 from .config import BrokerConfig, parse_listener
 from .metadata_cache import MetadataCache
 from .network import SocketServer
+from .quotas import QuotaConfigSync
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ class KafkaServer:
         self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
+        self.quotas = ClientQuotaManager(
+            config["quota.window.num"], config["quota.window.size.seconds"]
+        )
         self.sockets = SocketServer(
             KafkaApis(self).handle,
             max_request_size=config["socket.request.max.bytes"],
@@ -190,6 +195,7 @@ class KafkaServer:
             self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
         await asyncio.to_thread(self.cluster_sync.start)
+        await asyncio.to_thread(QuotaConfigSync(self.zk, self.quotas, loop).start)
         self.controller = Controller(
             self.zk,
             cfg.broker_id,

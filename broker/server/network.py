@@ -67,6 +67,7 @@ class Connection(asyncio.Protocol):
         self._worker: asyncio.Task | None = None
         self._closed = False
         self._reading_paused = False
+        self._mute_s = 0.0  # a quota's throttle time: no reads for that long after the response
         self._can_write = asyncio.Event()
         self._can_write.set()
         # asyncio's own loops have loop.sendfile; uvloop does not, so bytes go through pread
@@ -135,11 +136,27 @@ class Connection(asyncio.Protocol):
                     return
                 if response is not None:
                     await self.send(response)
+                if self._mute_s > 0:
+                    await self._muted()
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler: drop this client, keep the broker
             log.exception("unexpected error serving %s; closing the connection", self.peer)
             self.abort("internal error")
+
+    def mute_after_response(self, throttle_ms: int) -> None:
+        """KIP-219: once this request's response is out, read and serve nothing more
+        from this client for ``throttle_ms`` (Kafka mutes the channel)."""
+        self._mute_s = max(self._mute_s, throttle_ms / 1000.0)
+
+    async def _muted(self) -> None:
+        mute_s, self._mute_s = self._mute_s, 0.0
+        self.transport.pause_reading()
+        try:
+            await asyncio.sleep(mute_s)
+        finally:
+            if not self._closed and not self._reading_paused:
+                self.transport.resume_reading()
 
     async def send(self, response: Response) -> None:
         if self._closed:

@@ -16,3 +16,8 @@ def set_client(peer: str) -> None:
     """``peer`` is "host:port" (the connection's peer name)."""
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     client_host.set("/" + host)
+
+
+#: throttle time (ms) a quota gave the current request: the connection mutes its reads
+#: for that long after sending the response (KIP-219)
+throttle_ms: ContextVar[int] = ContextVar("throttle_ms", default=0)

@@ -324,6 +324,23 @@ class KafkaZkClient:
             return {}
         return ConfigEntityZNode.decode(data)
 
+    def config_children(self, entity_path: str) -> list[str]:
+        """Names under ``/config/<entity_path>`` (``users``, ``clients``, ``users/u/clients``)."""
+        try:
+            return sorted(self.zk.get_children(f"/config/{entity_path}"))
+        except NoNodeError:
+            return []
+
+    def quota_entity_paths(self) -> list[str]:
+        """Every client quota entity: ``clients/c``, ``users/u``, ``users/u/clients/c``."""
+        paths = [f"clients/{c}" for c in self.config_children("clients")]
+        for user in self.config_children("users"):
+            paths.append(f"users/{user}")
+            paths += [
+                f"users/{user}/clients/{c}" for c in self.config_children(f"users/{user}/clients")
+            ]
+        return paths
+
     def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
         path = ConfigEntityZNode.path(entity_type, name)
         data = ConfigEntityZNode.encode(config)

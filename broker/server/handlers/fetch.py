@@ -9,6 +9,7 @@ from ...protocol.errors import ErrorCode
 from ...protocol.fetch_response import PartitionData, encode_fetch_response
 from ...protocol.messages import RequestHeader, ms
 from ..network import FileRegion
+from ..quotas import fetch_throttle
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -79,4 +80,11 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
             break
         await server.replicas.wait_for_data(keys, remaining)
-    return encode_fetch_response(header.api_version, header.correlation_id, topics)
+    throttle_ms = 0
+    if req.replica_id < 0:  # consumers; followers have the replication throttles
+        throttle_ms = fetch_throttle(server.quotas, header.client_id, total)
+        if throttle_ms > 0:
+            topics = []  # as Kafka: a throttled fetch is answered empty
+    return encode_fetch_response(
+        header.api_version, header.correlation_id, topics, throttle_ms=throttle_ms
+    )
