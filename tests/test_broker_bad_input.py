@@ -107,7 +107,9 @@ def test_produce_to_unknown_partition(wire):
 @pytest.mark.parametrize(
     "payload",
     [
-        pytest.param(b"\x7f\xff" + os.urandom(62), id="random bytes"),  # sizes a frame past any limit
+        pytest.param(
+            b"\x7f\xff" + os.urandom(62), id="random bytes"
+        ),  # sizes a frame past any limit
         pytest.param(struct.pack(">i", 2_000_000_000) + b"x" * 16, id="absurd size"),
         pytest.param(struct.pack(">i", -5), id="negative size"),
         pytest.param(struct.pack(">ihhih", 10, 9999, 0, 1, -1), id="unknown api key"),

@@ -192,8 +192,8 @@ def test_reassignment_throttle_holds_the_rate(cluster_factory):
 
     def applied(broker_id: int) -> bool:
         res = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
-        entry = admin.describe_configs([res])[res].result(30).get(
-            "follower.replication.throttled.rate"
+        entry = (
+            admin.describe_configs([res])[res].result(30).get("follower.replication.throttled.rate")
         )
         return entry is not None and entry.value == str(rate)
 
