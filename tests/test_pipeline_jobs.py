@@ -12,7 +12,13 @@ import pytest
 pytest.register_assert_rewrite("tests.pipeline_helpers")
 
 from pipeline.jobs import clickstream_counts, offline_load  # noqa: E402
-from tests.pipeline_helpers import consume_all, create_topic, produce, topic_name  # noqa: E402
+from tests.pipeline_helpers import (  # noqa: E402
+    consume_all,
+    create_topic,
+    latest_offsets,
+    produce,
+    topic_name,
+)
 
 pytest_plugins = ["tests.pipeline_helpers"]  # the shared `spark` fixture
 
@@ -51,13 +57,15 @@ def summary(bootstrap, topic) -> dict[str, dict]:
 
 @pytest.mark.spark
 def test_clickstream_counts_with_watermark_and_restart(spark, bootstrap, tmp_path):
-    source = create_topic(bootstrap, topic_name("clicks"), 2)
+    source = topic_name("clicks")
     target = topic_name("click-counts")
     argv = [
         "--bootstrap-server",
         bootstrap,
         "--input-topic",
         source,
+        "--input-partitions",
+        "2",
         "--output-topic",
         target,
         "--checkpoint",
@@ -67,6 +75,10 @@ def test_clickstream_counts_with_watermark_and_restart(spark, bootstrap, tmp_pat
         "1 minute",
     ]
     args = clickstream_counts.parse_args(argv)
+    # started before anyone clicked: it creates its input topic and writes nothing
+    assert clickstream_counts.start(spark, args).awaitTermination(180)
+    assert sorted(latest_offsets(bootstrap, source).items()) == [(0, 0), (1, 0)]
+    assert consume_all(bootstrap, target) == []
     first = [("home", T0 + 1000), ("home", T0 + 20_000), ("cart", T0 + 30_000)]
     first += [("home", T0 + MINUTE + 5000), ("cart", T0 + 2 * MINUTE + 30_000)]
     produce(bootstrap, source, clicks(first))

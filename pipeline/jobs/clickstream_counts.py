@@ -2,7 +2,7 @@
 summary topic.
 
     python -m pipeline.jobs.clickstream_counts --checkpoint /var/lib/quill/clicks-ck \\
-        [--bootstrap-server host:9092] [--input-topic clickstream] \\
+        [--bootstrap-server host:9092] [--input-topic clickstream] [--input-partitions 3] \\
         [--output-topic clickstream-counts] [--window "1 minute"] [--watermark "1 minute"] \\
         [--master spark://spark-master:7077] [--available-now]
 
@@ -52,6 +52,8 @@ def build_counts(spark, args):
 
 
 def start(spark, args):
+    if args.input_partitions:  # a service that starts before anyone clicks
+        common.ensure_topic(args.bootstrap_server, args.input_topic, args.input_partitions)
     common.ensure_topic(
         args.bootstrap_server,
         args.output_topic,
@@ -72,6 +74,13 @@ def start(spark, args):
 def parse_args(argv=None):
     p = common.parser(__doc__.splitlines()[0], streaming=True)
     p.add_argument("--input-topic", default="clickstream")
+    p.add_argument(
+        "--input-partitions",
+        type=int,
+        default=None,
+        help="create the input topic with this many partitions if it is missing "
+        "(without it, a missing input topic is an error)",
+    )
     p.add_argument("--output-topic", default="clickstream-counts")
     p.add_argument("--output-partitions", type=int, default=3, help="if it must be created")
     p.add_argument("--window", default="1 minute", help="window length (Spark interval)")
