@@ -1,5 +1,7 @@
 """docker-compose.yml is valid and runs the same processes, configured by the same keys,
-as the local supervisor (whose list comes from quill_stack.services)."""
+as the local supervisor (whose list comes from quill_stack.services); every service
+built here uses the one image; the pipeline's Spark services (profile `pipeline`) run
+the clickstream job on their master with options the job accepts."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ import subprocess
 import pytest
 import yaml
 
+from pipeline.jobs import clickstream_counts
 from quill_stack.services import PROJECT_ROOT, StackConfig, build_stack
 
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
+OFFICIAL_IMAGES = {"zookeeper", "redis"}  # every other service is built from this repo
+SPARK_PROFILE = "pipeline"
+SPARK_SERVICES = ("spark-master", "spark-worker", "clickstream-job")
 # Values that name hosts, ports or paths differ between the two paths by design.
 SITE_SPECIFIC = {
     "QUILL_LISTENERS",
@@ -40,8 +46,9 @@ def docker_compose(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    """The resolved compose file, as `docker-compose config` prints it."""
-    result = docker_compose("config")
+    """The resolved compose file with every profile's services, as `docker-compose
+    config` prints it."""
+    result = docker_compose("--profile", SPARK_PROFILE, "config")
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
 
@@ -52,8 +59,9 @@ def stack(tmp_path_factory):
     return build_stack(StackConfig(state_dir=tmp_path_factory.mktemp("state")))
 
 
-def test_compose_file_validates():
-    result = docker_compose("config", "-q")
+@pytest.mark.parametrize("profile", [[], ["--profile", SPARK_PROFILE]], ids=["default", "pipeline"])
+def test_compose_file_validates(profile):
+    result = docker_compose(*profile, "config", "-q")
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
 
@@ -105,6 +113,10 @@ def volume_source(volume: str | dict) -> str:
     return volume["source"] if isinstance(volume, dict) else volume.split(":", 1)[0]
 
 
+def volume_target(volume: str | dict) -> str:
+    return volume["target"] if isinstance(volume, dict) else volume.split(":")[1]
+
+
 def test_python_services_share_one_image(compose, stack):
     images = {
         compose["services"][spec.name]["image"]
@@ -112,3 +124,51 @@ def test_python_services_share_one_image(compose, stack):
         if spec.kind not in ("zookeeper", "redis")
     }
     assert images == {"quill:latest"}
+    built = {n: s for n, s in compose["services"].items() if n not in OFFICIAL_IMAGES}
+    assert set(SPARK_SERVICES) <= set(built)
+    assert {s["image"] for s in built.values()} == {"quill:latest"}
+    assert all(s.get("build") for s in built.values()), "a service without the image's build"
+
+
+def flag(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_spark_services_run_the_clickstream_job_on_their_master(compose):
+    services = compose["services"]
+    master, worker, job = (services[name] for name in SPARK_SERVICES)
+    for name in SPARK_SERVICES:  # opt-in, and kept up like the rest of the stack
+        assert services[name].get("profiles") == [SPARK_PROFILE], name
+        assert services[name].get("restart") == "unless-stopped", name
+        assert services[name].get("healthcheck", {}).get("test"), name
+    assert master["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    url = f"spark://{flag(master['command'], '--host')}:{flag(master['command'], '--port')}"
+    assert worker["command"][:3] == ["spark-class", "org.apache.spark.deploy.worker.Worker", url]
+    assert job["command"][:3] == ["python", "-m", "pipeline.jobs.clickstream_counts"]
+    args = clickstream_counts.parse_args(job["command"][3:])  # the job's own options
+    assert args.master == url
+    assert args.input_partitions, "the job must not need its input topic to exist"
+    conf = dict(item.split("=", 1) for item in args.conf)
+    assert conf["spark.driver.host"] == "clickstream-job", "executors connect back to it"
+    # the checkpoint is one directory for the driver and the executors
+    mounts = [
+        {
+            volume_source(v)
+            for v in s.get("volumes", [])
+            if args.checkpoint.startswith(volume_target(v))
+        }
+        for s in (job, worker)
+    ]
+    assert mounts[0] and mounts[0] == mounts[1] and mounts[0] <= set(compose["volumes"])
+    # the same cluster as the console and the Celery worker
+    cluster = services["console"]["environment"]["QUILL_BOOTSTRAP_SERVERS"]
+    assert job["environment"]["QUILL_BOOTSTRAP_SERVERS"] == cluster
+    assert set(job["depends_on"]) >= {"spark-worker", "broker-1", "broker-2", "broker-3"}
+
+
+def test_the_image_has_what_the_spark_services_run():
+    """spark-class comes with pyspark (the pipeline extra) and needs a Java runtime."""
+    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
+    installs = [line for line in dockerfile.splitlines() if "pip install" in line]
+    assert any('"/app[pipeline]"' in line for line in installs), installs
+    assert "default-jre-headless" in dockerfile
