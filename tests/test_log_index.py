@@ -93,13 +93,11 @@ def test_only_a_bounded_number_of_index_files_stay_open(tmp_path, monkeypatch) -
     """Ten thousand partitions must not need three descriptors each: past the cap the
     least recently used index file is closed, and later appends, truncation and fsync
     reopen it; every entry still lands in Kafka's format."""
-    import os
 
     from broker.log import index as index_module
 
     files = index_module._OpenIndexFiles(cap=3)
     monkeypatch.setattr(index_module, "OPEN_INDEX_FILES", files)
-    before = len(os.listdir("/proc/self/fd"))
     indexes = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 1024) for n in range(6)]
     times = [TimeIndex(tmp_path / f"{n:020d}.timeindex", n, 1024) for n in range(6)]
     for round_ in range(3):
@@ -107,7 +105,7 @@ def test_only_a_bounded_number_of_index_files_stay_open(tmp_path, monkeypatch) -
             idx.append(n + 10 * round_ + 1, 100 * round_)
             tix.maybe_append(1_000 * (round_ + 1), n + 10 * round_ + 1)
     assert len(files) == 3
-    assert len(os.listdir("/proc/self/fd")) - before == 3
+    assert len(_open_under(tmp_path)) == 3
     for idx in indexes + times:
         idx.flush()  # closed ones reopen to fsync, then count against the cap again
     assert len(files) == 3
@@ -121,4 +119,20 @@ def test_only_a_bounded_number_of_index_files_stay_open(tmp_path, monkeypatch) -
         assert tix.path.read_bytes() == want
     for idx in indexes + times:
         idx.close()
-    assert len(files) == 0 and len(os.listdir("/proc/self/fd")) == before
+    assert len(files) == 0 and _open_under(tmp_path) == []
+
+
+def _open_under(directory) -> list[str]:
+    """Files under `directory` this process holds open (other tests' threads may open
+    and close descriptors meanwhile, so only ours are counted)."""
+    import os
+
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed between the listing and the readlink
+        if target.startswith(str(directory)):
+            found.append(target)
+    return found
