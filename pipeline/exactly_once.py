@@ -1,6 +1,6 @@
-"""Exactly-once streaming writes without broker transactions: every task writes its
-rows once, straight to the destination, each record tagged with an id a retry can
-compute again; markers in a compacted topic tell a task whether to look first.
+"""Exactly-once streaming writes: every task writes its rows straight to the
+destination in a Kafka transaction fenced per task, each record tagged with an id a
+retry can compute again; markers in a compacted topic tell a task whether to look.
 
 Spark re-runs work in two ways: it retries a failed task within a micro-batch
 (spark.task.maxFailures), and it replays a whole micro-batch (same query id, batch id
@@ -12,48 +12,57 @@ Kafka sink is. This one, for task P of batch B of query Q (Q and B from the loca
 properties Spark's MicroBatchExecution sets on every task, `sql.streaming.queryId` and
 `streaming.sql.batchId`; the `queryId` option overrides Q):
 
-1. Look (task, before its first record): read Q's markers in the compacted topic
-   `__quill_sink_commits` written since Q's last "done" marker (key: Q).
+1. Fence (task): a producer with transactional.id `quill-sink-Q-P` runs
+   InitProducerId. The coordinator bumps the id's epoch, so no earlier attempt of this
+   task, alive or not, can append or commit any more; a transaction one of them left
+   open is aborted, one whose commit was under way is finished, before it answers.
+2. Look: read Q's markers in the compacted topic `__quill_sink_commits` written since
+   Q's last "done" marker (key: Q).
    - done(B): batch B was written in full before: write nothing (a replayed batch).
-   - begin(B, P) (key `Q/B/P`): an earlier attempt of this task may have written part
-     of its rows: resume (3).
-   - neither: write begin(B, P) and wait until every in-sync replica has it.
-2. Write (task): every row with the header `quill.eos: Q/B/P/<digest>[/<n>]`
+   - begin(B, P) (key `Q/B/P`): an earlier attempt of this task may have committed
+     part of its rows: resume (4).
+   - neither: write begin(B, P) (not in the transaction; acks=all).
+3. Write: in one transaction, every row with the header `quill.eos: Q/B/P/<digest>[/<n>]`
    (pipeline.record_ids: the same ids for the same multiset of rows, whatever their
-   order), from an idempotent producer with acks=all; flush before returning, so every
-   record is acknowledged before Spark counts the task as done.
-3. Resume (task, after a failure): scan each destination topic's partitions from the
-   first offset at or after begin(B, P)'s time minus SCAN_MARGIN_MS up to the high
-   watermark, collect the ids with this task's prefix `Q/B/P/`, and send only the rows
-   whose id is not among them, in their order.
-4. Done (driver, `commit(batchId)`, once every task succeeded): write done(B), then
+   order); commit before returning. An attempt that fails aborts.
+4. Resume (after a failure): scan each destination topic's partitions, committed
+   records only, from the first offset at or after begin(B, P)'s time minus
+   SCAN_MARGIN_MS up to the high watermark (once the transactions other tasks had open
+   below it have ended), collect the ids with this task's prefix `Q/B/P/`, and send
+   only the rows whose id is not among them, in their order.
+5. Done (driver, `commit(batchId)`, once every task succeeded): write done(B), then
    tombstones for the batch's begin markers, in that order from one idempotent
    producer (a tombstone is never in the log without the done marker before it), so
    the compacted topic keeps one marker per query plus the begins of the batch in
    flight.
 
-Why nothing is written twice. A replayed batch: its tasks find done(B), which was
-written only after every task of B had flushed. A retried task, or a task of a
-replayed batch that was not done: every earlier attempt wrote begin(B, P) before its
-first record and waited for it, so the retry sees it; every record such an attempt
-got committed carries a time after the begin's and lies below the high watermark the
-retry reads up to, so the retry finds its id and skips its row. Within an attempt the
-idempotent producer never duplicates a retried send. Why nothing is lost: a row is
-only skipped when its id was found committed in the destination, and done(B) is only
-written once Spark has every task's commit message, that is after every task's
-flush. Per key, order is kept: an attempt's records in a partition are a prefix of
-what it sent (idempotence allows no gaps), and a retry sends the rest in row order.
+Why both a transaction and ids. The transaction fences: after step 1 nothing of an
+earlier attempt can still land, not even a request a killed process left in flight
+(the window an idempotent producer alone leaves open), and what a failed attempt
+wrote is aborted. The ids are still needed because a task may commit only part of
+its rows and still be retried: when a Spark task fails upstream of the sink, the
+Python writer's input just ends, the writer returns (and commits), and Spark then
+fails the task and retries it with every row. Committing only in the driver, once
+Spark has every task's message, would need the driver to finish the tasks'
+transactions, which librdkafka cannot do for another process's producer.
 
-What it assumes; broker transactions would remove the first two:
-- One live attempt per task at a time: no speculative execution (spark.speculation
-  is false by default) and no attempt still writing while its retry scans. A failed
-  attempt drops what its producer still queues and waits for its in-flight requests
-  before the task fails. An attempt whose process dies (SIGKILL, a lost executor) can
-  leave a request the broker has received but not yet appended, or appended but not
-  yet replicated to every in-sync replica; if such a record becomes committed after
-  the retry's scan, it is written twice. The window is the broker's request latency,
-  short next to Spark's time to notice a failure and start the task again; only a
-  producer fenced by a transactional epoch closes it.
+Why nothing is written twice. A replayed batch: its tasks find done(B), which was
+written only after every task of B had committed. A retried task, or a task of a
+replayed batch that was not done: every earlier attempt wrote begin(B, P) before its
+first record, so the retry sees it; after the fence every record of an earlier attempt
+is committed or aborted for good, the committed ones carry a time after the begin's
+and lie below the high watermark the scan reads to, so the retry finds their ids and
+skips their rows. Why nothing is lost: a row is only skipped when its id was found
+committed in the destination, and done(B) is only written once Spark has every task's
+commit message, that is after every task's commit. Per key, order is kept: one
+attempt's committed records in a partition are what it sent, in order, and a retry
+sends the rest in row order.
+
+Readers see each record once when they read committed records only (read_committed:
+librdkafka's default and this source's; the Java client's default is
+read_uncommitted, which also shows aborted attempts).
+
+What it assumes:
 - Clocks: an attempt's records carry its own clock's time (CreateTime), later than
   its begin marker's, unless that clock steps back by more than SCAN_MARGIN_MS or the
   topic uses LogAppendTime with a broker clock more than that behind the executor's.
@@ -63,12 +72,12 @@ What it assumes; broker transactions would remove the first two:
   rows it computes anew are added; rows of the same id are written once.
 - Nothing deletes the attempt's records (retention, DeleteRecords) before its retry
   scans: deleted records are not seen and are written again.
-
-With broker transactions each task attempt would write its records and a done(B, P)
-marker in one transaction under a transactional.id per (Q, P): InitProducerId fences
-and aborts a dead attempt, so a retry either finds done(B, P) and writes nothing or
-sees nothing of earlier attempts and writes everything. The ids, the scan and the
-begin markers would go; done(B) would stay for replays.
+- A scan waits for the transactions of the batch's other tasks on the same
+  partitions to end (they run alongside, and commit or abort when they end); one a
+  killed attempt left open ends when that task's retry fences it or after
+  transaction.timeout.ms (5 minutes here, kafka.transaction.timeout.ms).
+- Speculative execution (spark.speculation, off by default) is safe: the later
+  attempt fences the earlier, which fails unless it committed first.
 """
 
 from __future__ import annotations
@@ -84,7 +93,12 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pipeline.consumer import OffsetRange, RangeReader
 from pipeline.offsets import OffsetReader
 from pipeline.options import SinkOptions, SourceOptions
-from pipeline.producer import RecordProducer, SinkColumns, shared_producer
+from pipeline.producer import (
+    RecordProducer,
+    SinkColumns,
+    TransactionalProducer,
+    shared_producer,
+)
 from pipeline.record_ids import RecordIds
 from pipeline.worker import prepare_worker
 
@@ -100,6 +114,12 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
 SCAN_MARGIN_MS = 60_000  # how far before its begin marker a resume looks
 MARKER_WINDOW = 256  # markers read per step when looking back for a query's last done
+STABLE_WAIT_S = 600.0  # longest wait for other tasks' open transactions before a scan
+
+
+def transactional_id(query_id: str, partition_id: int) -> str:
+    """One per (query, task partition): every attempt of a task fences the earlier ones."""
+    return f"quill-sink-{query_id}-{partition_id}"
 
 
 @dataclass
@@ -279,27 +299,36 @@ class TaskWriter:
         first = next(batches, None)
         if first is None:  # nothing to write: no need to look
             return self._result()
-        commits = CommitLog(self.opts.bootstrap, self.opts.kafka)
-        markers = commits.since_done(self.query_id)
-        if _is_replay(markers.done, self.query_id, self.batch_id):
-            self.skipped = first.num_rows + sum(b.num_rows for b in batches)
-            log.info("%s: batch already written, %d rows skipped", self.key, self.skipped)
-            return self._result()
-        begin = markers.begins.get(self.key)
-        producer = shared_producer(self.opts.bootstrap, self.opts.kafka)
+        tid = transactional_id(self.query_id, self.partition_id)
+        producer = TransactionalProducer(self.opts.bootstrap, self.opts.kafka, tid)  # fence
+        begun = False
         try:
+            commits = CommitLog(self.opts.bootstrap, self.opts.kafka)
+            markers = commits.since_done(self.query_id)
+            if _is_replay(markers.done, self.query_id, self.batch_id):
+                self.skipped = first.num_rows + sum(b.num_rows for b in batches)
+                log.info("%s: batch already written, %d rows skipped", self.key, self.skipped)
+                return self._result()
+            begin = markers.begins.get(self.key)
             if begin is None:
                 marker = {"phase": "begin", "batch": self.batch_id, "partition": self.partition_id}
-                commits.write([(self.key, marker)], producer)
+                commits.write(
+                    [(self.key, marker)], shared_producer(self.opts.bootstrap, self.opts.kafka)
+                )
                 present = None
             else:
                 present = Present(self, begin["time"] - SCAN_MARGIN_MS)
+            producer.begin()
+            begun = True
             for batch in itertools.chain([first], batches):
                 self._send(batch, producer, present)
-            producer.flush()
+            producer.commit()
         except BaseException:
-            producer.abandon()
+            if begun:
+                producer.abort()
             raise
+        finally:
+            producer.close()
         if present is not None:
             log.info("%s resumed: %d rows were written before", self.key, self.skipped)
         return self._result()
@@ -340,25 +369,52 @@ class Present:
         return found
 
     def _scan(self, topic: str) -> set:
+        # Committed records only (what aborted attempts wrote is not there), up to the
+        # high watermark: first wait until the transactions of other tasks that were
+        # open below it have ended, so the last stable offset has reached it.
         # What retention deleted meanwhile cannot be duplicated: skip it.
-        source = replace(
-            _internal_source(self.task.opts.bootstrap, self.task.opts.kafka),
+        base = _internal_source(self.task.opts.bootstrap, self.task.opts.kafka)
+        committed = replace(
+            base,
             fail_on_data_loss=False,
+            kafka={**base.kafka, "isolation.level": "read_committed"},
         )
-        offsets = OffsetReader(source)
+        everything = replace(committed, kafka={**base.kafka, "isolation.level": "read_uncommitted"})
+        offsets, stable = OffsetReader(everything), OffsetReader(committed)
         try:
             tps = [(topic, p) for p in range(offsets.topic_sizes().get(topic, 0))]
             starts = offsets.by_timestamp({tp: self.since_ms for tp in tps}, is_start=False)
             ends = offsets.latest(tps)
+            _wait_stable(stable, ends)
         finally:
             offsets.close()
+            stable.close()
         prefix, found = self.prefix, set()
         for (t, p), end in ends.items():
-            for m in read_messages(source, t, p, starts[(t, p)], end):
+            for m in read_messages(committed, t, p, starts[(t, p)], end):
                 for name, value in m.headers() or ():
                     if name == EOS_HEADER and value.startswith(prefix):
                         found.add(value)
         return found
+
+
+def _wait_stable(stable: OffsetReader, ends: dict) -> None:
+    """Wait until every partition's last stable offset has reached `ends`."""
+    began, warned = time.monotonic(), False
+    while True:
+        lso = stable.latest(list(ends))
+        behind = [f"{t}-{p}" for (t, p), end in ends.items() if lso[(t, p)] < end]
+        if not behind:
+            return
+        waited = time.monotonic() - began
+        if waited > STABLE_WAIT_S:
+            raise TimeoutError(
+                f"Transactions on {', '.join(behind)} stayed open for {STABLE_WAIT_S:.0f} s."
+            )
+        if waited > 5 and not warned:
+            log.warning("waiting for open transactions on %s to end", ", ".join(behind))
+            warned = True
+        time.sleep(0.02)
 
 
 # --------------------------------------------------------------------------- driver

@@ -10,7 +10,15 @@ Kafka sink); unkeyed ones to a random partition.
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger("pipeline.sink")
+
 FLUSH_TIMEOUT_S = 120.0
+# How long a task's transaction may stay open before the coordinator aborts it:
+# librdkafka's 60 s default is short for a large task; the broker allows up to 15 min
+# (transaction.max.timeout.ms). kafka.transaction.timeout.ms overrides.
+TRANSACTION_TIMEOUT_MS = 300_000
 
 
 def producer_config(bootstrap: str, kafka: dict) -> dict:
@@ -34,7 +42,7 @@ class RecordProducer:
     Delivery reports come for failures only (delivery.report.only.error): a Python
     callback per acknowledged record would cost more than producing it."""
 
-    def __init__(self, bootstrap: str, kafka: dict):
+    def __init__(self, bootstrap: str, kafka: dict, extra: dict | None = None):
         from confluent_kafka import KafkaException, Producer
 
         from pipeline.options import OptionError
@@ -46,7 +54,7 @@ class RecordProducer:
                 errors.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
 
         conf = producer_config(bootstrap, kafka)
-        conf.update({"delivery.report.only.error": True, "on_delivery": failed})
+        conf.update({"delivery.report.only.error": True, "on_delivery": failed, **(extra or {})})
         try:
             self._producer = Producer(conf)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -111,6 +119,54 @@ class RecordProducer:
         if self.errors:
             raise DeliveryError("Writing failed: " + "; ".join(self.errors))
         return self.sent
+
+
+class TransactionalProducer(RecordProducer):
+    """One task attempt's producer with its own transactional.id. Created, it runs
+    InitProducerId, which fences every earlier producer of that id (their later sends
+    and commits are refused) and completes the transaction they had open (aborts it,
+    or finishes writing its commit) before it returns."""
+
+    def __init__(self, bootstrap: str, kafka: dict, transactional_id: str):
+        from confluent_kafka import KafkaException
+
+        extra = {"transactional.id": transactional_id}
+        if "transaction.timeout.ms" not in kafka:
+            extra["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS
+        super().__init__(bootstrap, kafka, extra)
+        try:
+            self._producer.init_transactions(FLUSH_TIMEOUT_S)
+        except KafkaException as exc:
+            raise DeliveryError(
+                f"Could not start transactions as {transactional_id!r}: {exc.args[0].str()}"
+            ) from None
+
+    def begin(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit(self) -> int:
+        """Flush and commit; raises DeliveryError if the transaction did not commit."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.commit_transaction(FLUSH_TIMEOUT_S)
+        except KafkaException as exc:
+            detail = "; ".join(self.errors) or exc.args[0].str()
+            raise DeliveryError(f"The transaction did not commit: {detail}") from None
+        return self.sent
+
+    def abort(self) -> None:
+        """Abort what is open; if even that fails (fenced, coordinator gone), the next
+        attempt's InitProducerId or the transaction timeout aborts it."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.abort_transaction(FLUSH_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("abort_transaction failed (%s); the next attempt aborts it", exc)
+
+    def close(self) -> None:
+        self._producer = None  # librdkafka stops with the last reference
 
 
 _SHARED: dict[tuple, RecordProducer] = {}  # least recently used first

@@ -162,8 +162,11 @@ def consume_all(bootstrap: str, topic: str) -> list[Rec]:
         consumer.close()
 
 
-def latest_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pipeline-tests"})
+def latest_offsets(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict[int, int]:
+    """Each partition's last stable offset, or with read_uncommitted its high watermark."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "pipeline-tests", "isolation.level": isolation}
+    )
     try:
         parts = consumer.list_topics(timeout=10).topics[topic].partitions
         return {

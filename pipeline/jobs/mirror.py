@@ -4,7 +4,8 @@
         [--from-pattern 'orders-.*'] [--keep-partition] [--available-now]
 
 Keys, values and headers are copied as they are; the sink adds one header,
-`quill.eos`, that names the query, micro-batch and task each record was written by. Records go to
+`quill.eos`, that names the query, micro-batch and task each record was written by, and
+writes in transactions (read the copy with isolation.level=read_committed). Records go to
 murmur2(key) % partitions of the destination (so per key, order is kept), or with
 --keep-partition to the partition number they came from. Stop it any way you like
 (even kill -9) and start it again with the same --checkpoint: nothing is copied twice
