@@ -18,15 +18,19 @@ class ReplicationQuota:
     def __init__(self, rate: int = UNTHROTTLED, samples: int = 11) -> None:
         self.rate = rate
         self.samples = samples
-        self._window: dict[int, int] = {}
+        self._window: dict[int, int] = {}  # second -> bytes recorded in it
+        self._started: dict[int, float] = {}  # second -> time of its first record
 
     def record(self, nbytes: int) -> None:
         if self.rate >= UNTHROTTLED or nbytes <= 0:
             return
-        now = int(time.monotonic())
-        self._window[now] = self._window.get(now, 0) + nbytes
-        for second in [s for s in self._window if s <= now - self.samples]:
-            del self._window[second]
+        now = time.monotonic()
+        second = int(now)
+        self._window[second] = self._window.get(second, 0) + nbytes
+        self._started.setdefault(second, now)
+        for old in [s for s in self._window if s <= second - self.samples]:
+            del self._window[old]
+            self._started.pop(old, None)
 
     def exceeded(self) -> bool:
         if self.rate >= UNTHROTTLED:
@@ -35,9 +39,10 @@ class ReplicationQuota:
         recent = {s: b for s, b in self._window.items() if s > now - self.samples}
         if not recent:
             return False
-        # the time the samples really span, the current second only as far as it has
-        # gone (counting it whole let bursts through), at least one second
-        elapsed = max(now - min(recent), 1.0)
+        # the time the samples really span, from the oldest one's first record (as
+        # Kafka's samples start when first recorded; from the start of its second let
+        # up to a second's worth more through), at least one second
+        elapsed = max(now - self._started[min(recent)], 1.0)
         return sum(recent.values()) / elapsed > self.rate
 
 
