@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 import uuid
 
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from broker.zk.znodes import ControllerZNode, TopicPartitionStateZNode, TopicZNode
+from tests.group_helpers import wait_until
 
 
 def unique(prefix: str) -> str:
@@ -57,3 +65,24 @@ def described(bootstrap: str, kind: str, name: str, key: str) -> str | None:
     )
     entry = admin.describe_configs([res])[res].result(30).get(key)
     return None if entry is None or entry.value is None else entry.value
+
+
+def create_topic(cluster, prefix: str, replicas: list[list[int]], records: int = 0) -> str:
+    """A topic with this replica assignment, every replica in sync; ``records`` values of
+    1000 zero bytes in partition 0 (acks=all)."""
+    topic = unique(prefix)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(topic, num_partitions=len(replicas), replica_assignment=replicas)
+    admin.create_topics([new])[topic].result(30)
+    wait_until(
+        lambda: all(
+            sorted(state(cluster, topic, p)["isr"]) == sorted(r) for p, r in enumerate(replicas)
+        ),
+        what=f"{topic}'s replicas in sync",
+    )
+    if records:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for _ in range(records):
+            producer.produce(topic, value=bytes(1000), partition=0)
+        assert producer.flush(30) == 0
+    return topic

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, ElectionType, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 from kafka.errors import (
@@ -24,7 +24,15 @@ from kio.schema.errors import ErrorCode
 
 from broker.zk.znodes import ReassignPartitionsZNode
 from tests.group_helpers import wait_until
-from tests.ops_helpers import alter_configs, assignment, controller_id, described, state, unique
+from tests.ops_helpers import (
+    alter_configs,
+    assignment,
+    controller_id,
+    create_topic,
+    described,
+    state,
+    unique,
+)
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -41,20 +49,6 @@ def ops_cluster(cluster_factory):
     return cluster_factory(3, **SETTINGS)
 
 
-def _create(cluster, topic: str, replicas: list[list[int]], config=None) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    new = NewTopic(
-        topic, num_partitions=len(replicas), replica_assignment=replicas, config=config or {}
-    )
-    admin.create_topics([new])[topic].result(30)
-    wait_until(
-        lambda: all(
-            sorted(state(cluster, topic, p)["isr"]) == sorted(r) for p, r in enumerate(replicas)
-        ),
-        what=f"{topic}'s replicas in sync",
-    )
-
-
 def _kadmin(cluster) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
 
@@ -69,8 +63,7 @@ def _high_watermark(cluster, topic: str, partition: int) -> int:
 
 def test_reassign_list_and_cancel_with_kafka_python(ops_cluster):
     cluster = ops_cluster
-    topic = unique("move")
-    _create(cluster, topic, [[1, 2]])
+    topic = create_topic(cluster, "move", [[1, 2]])
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(300):
         producer.produce(topic, key=b"%d" % i, value=bytes(1000), partition=0)
@@ -174,8 +167,7 @@ def _name(err) -> str | None:
 
 def test_preferred_election_with_confluent_kafka(ops_cluster):
     cluster = ops_cluster
-    topic = unique("pref")
-    _create(cluster, topic, [[1, 2], [2, 1]])
+    topic = create_topic(cluster, "pref", [[1, 2], [2, 1]])
     p0, p1 = CTopicPartition(topic, 0), CTopicPartition(topic, 1)
     cluster.broker(1).stop()  # controlled shutdown: partition 0's leadership goes to 2
     try:
@@ -206,9 +198,8 @@ def _kelect(cluster, election_type: int, topic: str, partition: int) -> int:
 
 def test_unclean_election_with_kafka_python(ops_cluster):
     cluster = ops_cluster
-    topic, lonely = unique("unclean"), unique("lonely")
-    _create(cluster, topic, [[3, 2]])
-    _create(cluster, lonely, [[3]])
+    topic = create_topic(cluster, "unclean", [[3, 2]])
+    lonely = create_topic(cluster, "lonely", [[3]])
     assert _kelect(cluster, 1, topic, 0) == ErrorCode.election_not_needed  # leader alive
     cluster.broker(2).stop()
     wait_until(lambda: state(cluster, topic, 0)["isr"] == [3], what="ISR to shrink to 3")
