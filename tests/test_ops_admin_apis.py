@@ -22,7 +22,11 @@ from kafka.errors import (
 )
 from kio.schema.errors import ErrorCode
 
-from broker.zk.znodes import ReassignPartitionsZNode
+from broker.zk.znodes import (
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+    ReassignPartitionsZNode,
+)
 from tests.group_helpers import wait_until
 from tests.ops_helpers import (
     alter_configs,
@@ -217,3 +221,65 @@ def test_unclean_election_with_kafka_python(ops_cluster):
     finally:
         cluster.broker(3).start()
     wait_until(lambda: state(cluster, lonely, 0)["leader"] == 3, what="broker 3 back")
+
+
+def _log_bytes(cluster, broker: int, topic: str) -> int:
+    path = Path(cluster.broker(broker).log_dir) / f"{topic}-0"
+    return sum(f.stat().st_size for f in path.glob("*.log")) if path.exists() else 0
+
+
+def _set_default_broker_config(cluster, config: dict[str, str]) -> None:
+    """As kafka-configs --entity-type brokers --entity-default does in ZooKeeper mode
+    (librdkafka cannot name the default broker entity)."""
+    zk = cluster.zk_client()
+    path = ConfigEntityZNode.path("brokers", "<default>")
+    zk.ensure_path(path)
+    zk.set(path, ConfigEntityZNode.encode(config))
+    zk.create(
+        f"{ConfigEntityChangeNotificationZNode.path}/{ConfigEntityChangeNotificationZNode.prefix}",
+        ConfigEntityChangeNotificationZNode.encode("brokers/<default>"),
+        sequence=True,
+    )
+
+
+def test_leader_throttle_from_the_default_broker_config(ops_cluster):
+    """leader.replication.throttled.rate at /config/brokers/<default> holds back the
+    replicas leader.replication.throttled.replicas names; deleting it lets them finish."""
+    cluster = ops_cluster
+    topic = create_topic(cluster, "leaderthrottle", [[1]])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for _ in range(3000):
+        producer.produce(topic, value=bytes(1000), partition=0)
+    assert producer.flush(30) == 0
+    total = _log_bytes(cluster, 1, topic)
+    alter_configs(
+        cluster.bootstrap, "topic", topic, {"leader.replication.throttled.replicas": "0:1"}
+    )
+    _set_default_broker_config(cluster, {"leader.replication.throttled.rate": "1000"})
+    wait_until(
+        lambda: (
+            described(cluster.bootstrap, "broker", "1", "leader.replication.throttled.rate")
+            == "1000"
+        ),
+        what="broker 1 to take the default rate",
+    )
+    admin = _kadmin(cluster)
+    tp = KTopicPartition(topic, 0)
+    try:
+        assert admin.alter_partition_reassignments({tp: [1, 2]}) == {tp: None}
+        wait_until(lambda: _log_bytes(cluster, 2, topic) > 0, what="the first fetch")
+        time.sleep(3.0)  # unthrottled, the copy takes well under a second
+        # the first fetch (at most replica.fetch.max.bytes, 1 MB) goes before the rate is
+        # known, as in Kafka; then 1,000 B/s holds the rest back
+        assert _log_bytes(cluster, 2, topic) <= 1_100_000 < total
+        assert assignment(cluster, topic)["adding_replicas"] == {"0": [2]}
+    finally:
+        _set_default_broker_config(cluster, {})
+    wait_until(
+        lambda: assignment(cluster, topic)["adding_replicas"] == {},  # [1, 2] all along
+        timeout=90,
+        what="the move to finish once the throttle is gone",
+    )
+    assert assignment(cluster, topic)["partitions"]["0"] == [1, 2]
+    assert _log_bytes(cluster, 2, topic) == total
+    admin.close()
