@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from urllib.parse import urlencode
 
 import pytest
@@ -24,7 +25,6 @@ from hypothesis import strategies as st
 
 from broker.protocol.internal_topics import OFFSETS_TOPIC, PROTECTED_TOPICS, SINK_COMMITS_TOPIC
 from tests.cli_helpers import cli
-from tests.console_helpers import unique
 
 pytest_plugins = ["tests.console_helpers"]
 pytestmark = [
@@ -39,6 +39,10 @@ KEEPER_RECORDS = [(f"k{i}".encode(), f"value {i}".encode()) for i in range(20)]
 REFUSED = {("DELETE", "/api/topics/{name}"), ("POST", "/api/topics/{name}/partitions")}
 POOL = 4  # throwaway topics or groups per changing operation
 MAX_PARTITIONS = 4  # the console's partition bound during the run (QUILL_MAX_PARTITIONS)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _operations() -> list[tuple[str, str]]:
@@ -154,6 +158,10 @@ def test_protected_topics_are_refused_by_api_and_pages(console, keeper, topic):
     assert grow.status_code == 400, grow.content
     assert grow.json()["detail"].startswith(f"Cannot add partitions to {topic}: ")
     assert grow.json()["errors"]["name"] == grow.json()["detail"]
+    made = client.post(
+        "/api/topics", data=json.dumps({"name": topic}), content_type="application/json"
+    )
+    assert made.status_code == 400 and "created by Quill itself" in made.json()["errors"]["name"]
     gone = client.delete(f"/api/topics/{topic}")
     assert gone.status_code == 400 and gone.json()["detail"].startswith(f"Cannot delete {topic}: ")
     page = client.post(f"/topics/{topic}/partitions", {"partitions": "60"}, follow=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.protocol.internal_topics import refusal
+from broker.protocol.internal_topics import PROTECTED_TOPICS, refusal
 from console.cluster import admin, zk
 from console.errors import NotFound, OpError
 from console.ops import Actor, validation
@@ -27,6 +27,12 @@ def _changeable(name: str, change: str) -> None:
 def create(actor: Actor, name, partitions, replication_factor, configs=None) -> dict:
     actor.require(OPERATOR)
     name = validation.topic_name(name)
+    if name in PROTECTED_TOPICS:
+        raise OpError(
+            f"{name} is created by Quill itself (the brokers or the pipeline sink) with the "
+            f"partitions and configs it needs; choose another name.",
+            "name",
+        )
     partitions = validation.whole(
         partitions, "partitions", 1, validation.max_partitions(), "Partitions"
     )
