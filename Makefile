@@ -13,7 +13,7 @@ endif
 PYTEST_FLAGS ?= -p no:cacheprovider -ra --durations=15 --strict-markers
 ARGS ?=
 
-.PHONY: help install admin run up down status logs test lint format
+.PHONY: help install admin run up down status logs test lint format constraints
 
 help:
 	@echo "make run      install, then run the whole stack in the foreground (Ctrl-C stops it)"
@@ -50,6 +50,10 @@ test: install
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# Pin constraints.txt to the versions in .venv (after `make test` passed with them).
+constraints:
+	$(PY) scripts/constraints.py > constraints.txt
 
 format:
 	$(VENV)/bin/ruff format .

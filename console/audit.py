@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from console.models import AuditEntry
 
+MAX_PAGE = 5000  # entries one request may list
+
 
 def record(
     user,

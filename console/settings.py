@@ -59,6 +59,8 @@ CSRF_TRUSTED_ORIGINS = env_list("QUILL_CSRF_TRUSTED_ORIGINS", "")
 QUILL_BOOTSTRAP_SERVERS = env("QUILL_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 QUILL_ZOOKEEPER_CONNECT = env("QUILL_ZOOKEEPER_CONNECT", "127.0.0.1:2181")
 QUILL_REDIS_URL = env("QUILL_REDIS_URL", "redis://127.0.0.1:6379/0")
+# The most partitions a topic may get from the console or its API (create or grow).
+QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 
 INSTALLED_APPS = [
     "daphne",

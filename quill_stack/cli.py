@@ -27,6 +27,7 @@ from quill_stack.logs import follow, log_files, print_tails
 from quill_stack.restart import request_restart
 from quill_stack.services import PROJECT_ROOT, ConfigError, StackConfig, build_stack
 from quill_stack.supervisor import PreflightError, Supervisor, log_offset, preflight
+from quill_stack.system_services import move_off_taken_defaults
 
 UP_TIMEOUT = 300.0
 DOWN_TIMEOUT = 120.0
@@ -69,6 +70,14 @@ def report_stale(state_dir: Path) -> None:
 # ---------------------------------------------------------------- run / up
 
 
+def avoid_system_services(cfg: StackConfig) -> StackConfig:
+    """Move ZooKeeper and Redis off default ports a system service holds (and say so)."""
+    cfg, notes = move_off_taken_defaults(cfg, os.environ)
+    for note in notes:
+        print(f"quill-stack: {note}")
+    return cfg
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     if not args.detached:
@@ -76,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if pid:
             return fail(str(state.AlreadyRunning(pid, cfg.state_dir)))
         report_stale(cfg.state_dir)
+        cfg = avoid_system_services(cfg)
     supervisor = Supervisor(cfg, out=None if args.detached else sys.stdout)
     try:
         return supervisor.run()
@@ -108,6 +118,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if pid:
         return fail(str(state.AlreadyRunning(pid, cfg.state_dir)))
     report_stale(cfg.state_dir)
+    cfg = avoid_system_services(cfg)
     specs = build_stack(cfg)
     try:
         preflight(specs)

@@ -2,7 +2,8 @@
 # Install what Quill needs, skipping whatever is already there (safe to run repeatedly):
 #   1. Debian packages (apt-get update + install only when one is missing)
 #   2. the virtualenv at .venv
-#   3. the project, editable, with all its extras (only when pyproject.toml changed)
+#   3. the project, editable, with all its extras, at the versions in constraints.txt
+#      (only when pyproject.toml or constraints.txt changed)
 #   4. the console's database migrations
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,6 +14,26 @@ STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}
 
 say() { printf 'install: %s\n' "$*"; }
+
+# Installing redis-server (or ZooKeeper's service package) starts the system's own
+# service on the default port, where the stack runs its own; stop (and disable) only a
+# service this install just started. quill-stack moves off ports still taken.
+stop_new_service() {
+    local svc=$1 why="installing it started it on the default port; Quill runs its own"
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+        if "${SUDO[@]}" systemctl disable --now --quiet "$svc"; then
+            say "stopped and disabled the system's $svc service ($why)"
+        else
+            say "could not stop the system's $svc service; quill-stack will use other ports"
+        fi
+    elif command -v service >/dev/null && service "$svc" status >/dev/null 2>&1; then
+        if "${SUDO[@]}" service "$svc" stop >/dev/null 2>&1; then
+            say "stopped the system's $svc service ($why)"
+        else
+            say "could not stop the system's $svc service; quill-stack will use other ports"
+        fi
+    fi
+}
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -31,6 +52,12 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     "${SUDO[@]}" apt-get update -q
     "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+    for pkg in "${missing[@]}"; do
+        case "$pkg" in
+            redis-server) stop_new_service redis-server ;;
+            zookeeper | zookeeperd) stop_new_service zookeeper ;;
+        esac
+    done
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -38,11 +65,12 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+CONSTRAINTS=constraints.txt  # the versions the suite passed with (make constraints)
+want="$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-    say "installing the project into $VENV (pyproject.toml changed)"
+    say "installing the project into $VENV (pyproject.toml or $CONSTRAINTS changed)"
     extras="$("$VENV/bin/python" -c 'import tomllib; print(",".join(tomllib.load(open("pyproject.toml", "rb"))["project"].get("optional-dependencies", {})))')"
-    "$VENV/bin/python" -m pip install -q -e ".[$extras]"
+    "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[$extras]"
     echo "$want" > "$STAMP"
 fi
 

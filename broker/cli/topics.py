@@ -17,6 +17,7 @@ import argparse
 import re
 import sys
 
+from ..protocol.internal_topics import INTERNAL_TOPICS, refusal
 from .common import (
     CliError,
     ToolParser,
@@ -28,8 +29,6 @@ from .common import (
     result,
     run_tool,
 )
-
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -269,11 +268,8 @@ def _alter(admin, args) -> int:
         raise CliError("INVALID_REQUEST", "--alter needs --partitions (the new partition count).")
     assignment = _replica_assignment(args.replica_assignment) if args.replica_assignment else None
     for name in _matching(admin, args, require=True):
-        if name in INTERNAL_TOPICS:
-            raise CliError(
-                "INVALID_REQUEST",
-                f"The number of partitions for the internal topic {name} cannot be changed.",
-            )
+        if why := refusal(name, "add partitions to"):
+            raise CliError("INVALID_REQUEST", why)
         spec = (
             NewPartitions(name, args.partitions)
             if assignment is None
@@ -286,12 +282,8 @@ def _alter(admin, args) -> int:
 def _delete(admin, args) -> int:
     names = _matching(admin, args, require=True)
     for name in names:
-        if name in INTERNAL_TOPICS:
-            raise CliError(
-                "INVALID_REQUEST",
-                f"Topic {name} is a kafka internal topic and is "
-                "not allowed to be marked for deletion.",
-            )
+        if why := refusal(name, "delete"):
+            raise CliError("INVALID_REQUEST", why)
     if not names:
         return 0
     futures = admin.delete_topics(names, operation_timeout=30)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..protocol.internal_topics import INTERNAL_TOPICS
 from ..replica.partition import PartitionState
 from ..zk.znodes import BrokerInfo
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+__all__ = ["INTERNAL_TOPICS", "MetadataCache", "TopicMeta"]
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..controller.assignment import assign_replicas, assign_replicas_rack_aware
 from ..log.config import LogConfig
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.internal_topics import refusal
 from ..zk.znodes import TopicAssignment
 from .metadata_cache import INTERNAL_TOPICS
 
@@ -156,6 +157,8 @@ async def add_partitions(
         raise KafkaError(
             ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
         )
+    if meta.is_internal:
+        raise KafkaError(ErrorCode.invalid_request, refusal(name, "add partitions to"))
     current = len(meta.replicas)
     if count < current:
         raise KafkaError(
@@ -195,9 +198,7 @@ async def delete_topic(server: KafkaServer, name: str, timeout_ms: int) -> None:
             "Topic deletion is disabled (delete.topic.enable=false).",
         )
     if name in INTERNAL_TOPICS:
-        raise KafkaError(
-            ErrorCode.invalid_topic_exception, f"Internal topic {name} cannot be deleted."
-        )
+        raise KafkaError(ErrorCode.invalid_topic_exception, refusal(name, "delete"))
     if name not in server.cache.topics:
         raise KafkaError(
             ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."

@@ -1,9 +1,13 @@
 """The REST admin API under /api/ (django-ninja): OpenAPI schema at /api/schema, docs
-at /api/docs. Bearer tokens for scripts or the browser session (with CSRF); the same
-roles as the UI; errors are JSON {"detail": sentence, "errors": {field: message}}."""
+at /api/docs (both for a viewer's bearer token or session). Bearer tokens for scripts
+or the browser session (with CSRF); the same roles as the UI; errors are JSON
+{"detail": sentence, "errors": {field: message}}."""
 
 from __future__ import annotations
 
+from functools import wraps
+
+from django.http import JsonResponse
 from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -11,7 +15,7 @@ from ninja.security import HttpBearer, SessionAuth
 
 from console.errors import OpError
 from console.models import ApiToken
-from console.roles import VIEWER, role_required
+from console.roles import VIEWER, has_role, role_required
 
 
 class TokenAuth(HttpBearer):
@@ -26,6 +30,31 @@ class TokenAuth(HttpBearer):
         return found.user
 
 
+def docs_access(view):
+    """The schema and docs pages: a viewer's `Authorization: Bearer <token>` (what
+    scripts and schema-driven tools send) or, without one, a viewer's session."""
+    session_view = role_required(VIEWER)(view)
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return session_view(request, *args, **kwargs)
+        user = TokenAuth().authenticate(request, token.strip())
+        if user is None:
+            return JsonResponse(
+                {"detail": "That bearer token is unknown or its user is inactive.", "errors": {}},
+                status=401,
+            )
+        if not has_role(user, VIEWER):
+            return JsonResponse(
+                {"detail": f"This needs the {VIEWER} role.", "errors": {}}, status=403
+            )
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
 api = NinjaAPI(
     title="Quill console API",
     version="1",
@@ -38,7 +67,7 @@ api = NinjaAPI(
     ),
     openapi_url="/schema",
     docs_url="/docs",
-    docs_decorator=role_required(VIEWER),
+    docs_decorator=docs_access,
     auth=[TokenAuth(), SessionAuth()],
     urls_namespace="api",
 )

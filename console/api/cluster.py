@@ -12,6 +12,7 @@ from console.cluster import state, zk
 from console.live import history
 from console.ops import messages as message_ops
 from console.ops import quotas as quota_ops
+from console.ops import validation
 from console.roles import role_of
 
 router = Router(tags=["cluster"])
@@ -60,13 +61,15 @@ def brokers(request):
 @router.get("events", summary="Cluster events, newest first")
 def events(request, topic: str = "", kind: str = "", limit: int = 200):
     viewer(request)
-    return history.events(min(limit, 5000), topic=topic, kinds=(kind,) if kind else ())
+    limit = validation.whole(limit, "limit", 1, history.EVENTS_KEEP, "Limit")
+    return history.events(limit, topic=topic, kinds=(kind,) if kind else ())
 
 
 @router.get("audit", tags=["audit"], summary="The audit log, newest first")
 def audit_log(request, action: str = "", target: str = "", user: str = "", limit: int = 200):
     viewer(request)
-    return [e.as_dict() for e in audit.entries(action, target, user, min(limit, 5000))]
+    limit = validation.whole(limit, "limit", 1, audit.MAX_PAGE, "Limit")
+    return [e.as_dict() for e in audit.entries(action, target, user, limit)]
 
 
 @router.get("quotas", tags=["quotas"], summary="Every quota entity and its values")

@@ -9,6 +9,7 @@ from pydantic import Field
 from console.api.common import actor, viewer
 from console.live import history
 from console.ops import groups as group_ops
+from console.ops import validation
 
 router = Router(tags=["consumer groups"])
 
@@ -42,6 +43,7 @@ def get_group(request, group_id: str):
 @router.get("/{group_id}/lag", summary="Lag over the last hour: [[ts, lag, lag_ms], ...]")
 def get_lag(request, group_id: str, seconds: int = 3600):
     viewer(request)
+    seconds = validation.whole(seconds, "seconds", 1, history.LAG_KEEP, "Seconds")
     return history.lag_series(group_id, seconds)
 
 

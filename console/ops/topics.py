@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from broker.protocol.internal_topics import PROTECTED_TOPICS, refusal
 from console.cluster import admin, zk
 from console.errors import NotFound, OpError
 from console.ops import Actor, validation
@@ -17,11 +18,23 @@ def _existing(name: str) -> dict[int, list[int]]:
         ) from None
 
 
+def _changeable(name: str, change: str) -> None:
+    """Kafka's internal topics and the sink's marker topic keep their partitions."""
+    if why := refusal(name, change):
+        raise OpError(why, "name")
+
+
 def create(actor: Actor, name, partitions, replication_factor, configs=None) -> dict:
     actor.require(OPERATOR)
     name = validation.topic_name(name)
+    if name in PROTECTED_TOPICS:
+        raise OpError(
+            f"{name} is created by Quill itself (the brokers or the pipeline sink) with the "
+            f"partitions and configs it needs; choose another name.",
+            "name",
+        )
     partitions = validation.whole(
-        partitions, "partitions", 1, validation.MAX_PARTITIONS, "Partitions"
+        partitions, "partitions", 1, validation.max_partitions(), "Partitions"
     )
     live = len(zk.broker_ids())
     rf = validation.whole(replication_factor, "replication_factor", 1, 32, "Replication factor")
@@ -47,6 +60,7 @@ def create(actor: Actor, name, partitions, replication_factor, configs=None) -> 
 
 def delete(actor: Actor, name: str) -> None:
     actor.require(ADMIN)
+    _changeable(name, "delete")
     assignment = _existing(name)
     before = {"partitions": len(assignment), "configs": zk.entity_config(f"topics/{name}")}
     try:
@@ -59,8 +73,9 @@ def delete(actor: Actor, name: str) -> None:
 
 def add_partitions(actor: Actor, name: str, total) -> dict:
     actor.require(OPERATOR)
+    _changeable(name, "add partitions to")
     current = len(_existing(name))
-    total = validation.whole(total, "partitions", 1, validation.MAX_PARTITIONS, "Partitions")
+    total = validation.whole(total, "partitions", 1, validation.max_partitions(), "Partitions")
     if total <= current:
         raise OpError(
             f"{name!r} has {current} partitions; the new count must be more than that "

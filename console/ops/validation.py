@@ -8,7 +8,7 @@ import re
 from console.errors import OpError
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-MAX_PARTITIONS = 10_000
+MAX_PARTITIONS = 10_000  # a topic's partitions, unless settings.QUILL_MAX_PARTITIONS says
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
@@ -29,6 +29,13 @@ def topic_name(name: str, field: str = "name") -> str:
             field,
         )
     return name
+
+
+def max_partitions() -> int:
+    """The most partitions a topic may have through the console (creating or growing)."""
+    from django.conf import settings
+
+    return getattr(settings, "QUILL_MAX_PARTITIONS", MAX_PARTITIONS)
 
 
 def whole(value, field: str, low: int, high: int, what: str) -> int:

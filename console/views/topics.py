@@ -10,6 +10,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from broker.protocol.internal_topics import refusal
 from console.cluster import admin, state, zk
 from console.errors import NotFound, OpError
 from console.live import groups as live_groups
@@ -95,6 +96,7 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "errors": errors or {},
         "config_keys": sorted(validation.TOPIC_CONFIGS),
         "max_rf": max((len(p["replicas"]) for p in detail["partitions"]), default=0),
+        "protected": refusal(name, "add partitions to or delete"),
     }
     return page(request, "console/topic.html", context, subs, status=status)
 
