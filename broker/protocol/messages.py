@@ -23,6 +23,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from .bounds import check_body
 from .schemas import EXTRA_SCHEMAS
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
@@ -76,6 +77,7 @@ def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
         header, used = _reader(header_cls)(frame, 0)
+        check_body(schema, frame, used)  # kio allocates from counts before reading
         body, body_len = _reader(schema)(frame, used)
     except Exception as exc:  # kio raises several types for short or bad input
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
@@ -125,6 +127,7 @@ def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     pos = 4
     if schema.__flexible__ and api_key != 18:
         pos += 1  # assumes no tagged fields in the response header, as Kafka sends
+    check_body(schema, frame, pos)  # a peer's counts are checked as a client's are
     body, _ = _reader(schema)(frame, pos)
     return correlation_id, body
 

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from broker.protocol.compression import CODEC_NAMES, compress, decompress
+from broker.protocol.compression import CODEC_NAMES, compress, decompress, decompressed_limit
 from broker.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49: an empty batch
+MIN_RECORD_SIZE = 7  # length, attributes, timestamp and offset deltas, key, value, headers
 LEGACY_MIN_LENGTH = 14  # LegacyRecord.RECORD_OVERHEAD_V0: Kafka's first sanity bound
 MAGIC = 2
 
@@ -414,7 +415,7 @@ def decode_records(batch) -> list[Record]:
         raise _corrupt(f"Record batch declares {header.size} bytes but {len(batch)} are available.")
     with memoryview(batch) as view:
         payload = view[BATCH_HEADER_SIZE : header.size]
-        data = decompress(header.compression, payload)
+        data = decompress(header.compression, payload, decompressed_limit(header.size))
     log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
     try:
         records, pos = _decode_record_list(data, header, log_append_time)
@@ -426,9 +427,14 @@ def decode_records(batch) -> list[Record]:
 
 
 def _decode_record_list(data: bytes, header: BatchHeader, log_append_time: int | None):
+    count = header.records_count
+    if count < 0 or count * MIN_RECORD_SIZE > len(data):
+        raise _invalid(
+            f"Record batch declares {count} records but holds only {len(data)} bytes of them."
+        )
     records = []
     pos = 0
-    for _ in range(header.records_count):
+    for _ in range(count):
         length, pos = _read_varint(data, pos)
         start = pos
         pos += 1  # attributes: unused
@@ -618,7 +624,9 @@ def recompress(batch_bytes, header: BatchHeader, codec: int) -> bytes:
         if len(view) - start < header.size:
             raise _corrupt("Record batch is shorter than its declared length.")
         records = decompress(
-            header.compression, view[start + BATCH_HEADER_SIZE : start + header.size]
+            header.compression,
+            view[start + BATCH_HEADER_SIZE : start + header.size],
+            decompressed_limit(header.size),
         )
         out = bytearray(view[start : start + BATCH_HEADER_SIZE])
     out += compress(codec, records)
