@@ -121,14 +121,18 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 
 
 def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-    """Decode a response frame (without its size prefix): correlation id and body."""
+    """Decode a response frame (without its size prefix): correlation id and body;
+    raises ProtocolError on malformed bytes."""
     schema = response_schema(api_key, version)
-    (correlation_id,) = struct.unpack_from(">i", frame, 0)
-    pos = 4
-    if schema.__flexible__ and api_key != 18:
-        pos += 1  # assumes no tagged fields in the response header, as Kafka sends
-    check_body(schema, frame, pos)  # a peer's counts are checked as a client's are
-    body, _ = _reader(schema)(frame, pos)
+    try:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        pos = 4
+        if schema.__flexible__ and api_key != 18:
+            pos += 1  # assumes no tagged fields in the response header, as Kafka sends
+        check_body(schema, frame, pos)  # a peer's counts are checked as a client's are
+        body, _ = _reader(schema)(frame, pos)
+    except Exception as exc:  # short frames, bad counts, unknown error codes
+        raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
     return correlation_id, body
 
 
