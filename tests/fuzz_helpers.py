@@ -74,14 +74,6 @@ class RecordingProxy(DroppingProxy):
                     self.responses.append((*answered, frame))
 
 
-def _wait_for(cond, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def confluent_sessions(bootstrap: str, topic: str, group: str) -> int:
     """librdkafka: admin, a producer per codec, a transactional producer, a consumer
     group. Returns the number of records it wrote to ``topic``."""

@@ -46,8 +46,8 @@ class DroppingProxy:
         client = src if to_upstream else dst
         try:
             while data := src.recv(65536):
+                self._on_data(client, to_upstream, data)  # before the answer can come back
                 dst.sendall(data)
-                self._on_data(client, to_upstream, data)
         except OSError:
             pass
         finally:

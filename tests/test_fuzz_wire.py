@@ -124,6 +124,20 @@ def test_issue_14_inputs_are_refused_and_the_broker_serves_on(recorded):
     assert cluster.brokers[0].alive
 
 
+def _handler_errors(log_path) -> dict[str, int]:
+    """The last line of each 'unexpected error' traceback in the broker's log, counted."""
+    counts: dict[str, int] = {}
+    lines = Path(log_path).read_text(errors="replace").splitlines()
+    for i, line in enumerate(lines):
+        if "unexpected error serving" in line:
+            j = i + 1
+            while j < len(lines) and (lines[j].startswith((" ", "Traceback")) or not lines[j]):
+                j += 1
+            if j < len(lines):
+                counts[lines[j][:160]] = counts.get(lines[j][:160], 0) + 1
+    return counts
+
+
 # -- mutations --------------------------------------------------------------------------------
 
 
@@ -257,6 +271,9 @@ def test_mutated_client_frames_never_kill_the_broker(recorded):
         t.join()
 
     assert broker.alive, broker.log_tail()
+    # no handler failed on what the parser let through (it would close the connection
+    # instead of answering with an error code)
+    assert _handler_errors(broker.log_path) == {}
     assert stats.answered + stats.closed + stats.timeouts == WORKERS * (CASES // WORKERS)
     # each mutation is refused or answered at once; a wait (a mutated Fetch's max wait,
     # say) is the rare exception

@@ -16,10 +16,12 @@ remaining bytes bounds what kio allocates to a small multiple of the frame size.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
+from typing import NamedTuple
 
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 __all__ = ["BoundsError", "check_body"]
 
@@ -60,11 +62,17 @@ def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
             raise BoundsError("a varint is longer than 5 bytes")
 
 
-def _length(buf, pos: int, end: int, compact: bool, wide: bool, what: str) -> tuple[int, int]:
+def _length(
+    buf, pos: int, end: int, compact: bool, wide: bool, what: str, nullable: bool = True
+) -> tuple[int, int]:
     """(length or -1 for null, position after it), checked against the bytes left."""
     if compact:
-        raw, pos = _uvarint(buf, pos, end)
-        length = raw - 1
+        if pos < end and buf[pos] < 0x80:  # one-byte varint: most lengths and counts
+            length = buf[pos] - 1
+            pos += 1
+        else:
+            raw, pos = _uvarint(buf, pos, end)
+            length = raw - 1
     else:
         size = 4 if wide else 2
         if end - pos < size:
@@ -73,75 +81,132 @@ def _length(buf, pos: int, end: int, compact: bool, wide: bool, what: str) -> tu
         pos += size
     if length < -1:
         raise BoundsError(f"{what} declares a negative length {length}")
+    if length == -1 and not nullable:  # Kafka's parsers refuse it the same way
+        raise BoundsError(f"non-nullable field {what} was serialized as null")
     if length > end - pos:
         raise BoundsError(f"{what} declares {length} but only {end - pos} bytes follow")
     return length, pos
 
 
-def _skip_primitive(kafka_type: str, flexible: bool, what: str):
-    fixed = _FIXED.get(kafka_type)
-    if fixed is not None:
+def _skip(size: int, what: str):
+    def skip_fixed(buf, pos, end):
+        if end - pos < size:
+            raise BoundsError(f"{what} runs past the end of the frame")
+        return pos + size
 
-        def skip_fixed(buf, pos, end):
-            if end - pos < fixed:
-                raise BoundsError(f"{what} runs past the end of the frame")
-            return pos + fixed
+    return skip_fixed
 
-        return skip_fixed
+
+def _skip_sized(kafka_type: str, flexible: bool, what: str, nullable: bool):
     wide = kafka_type != "string"
 
     def skip_sized(buf, pos, end):
-        length, pos = _length(buf, pos, end, flexible, wide, what)
+        length, pos = _length(buf, pos, end, flexible, wide, what, nullable)
         return pos + max(length, 0)
 
     return skip_sized
 
 
-def _array(item, flexible: bool, what: str):
+def _array(item: _Compiled, flexible: bool, what: str, nullable: bool):
+    """Skip an array: one multiplication when its items have a fixed size, a tight
+    loop when they are fixed-size fields and a tagged-field section (flexible)."""
+    label = f"the array {what}"
+    size, flex = item.size, item.flexible_fixed
+    if size is not None:
+
+        def skip_fixed_items(buf, pos, end):
+            count, pos = _length(buf, pos, end, flexible, True, label, nullable)
+            pos += max(count, 0) * size
+            if pos > end:
+                raise BoundsError(f"the {count} items of {what} run past the end of the frame")
+            return pos
+
+        return skip_fixed_items
+    if flex is not None:
+        flex_size, tagged, name = flex
+
+        def skip_flexible_items(buf, pos, end):
+            count, pos = _length(buf, pos, end, flexible, True, label, nullable)
+            for _ in range(count):
+                pos += flex_size
+                if pos >= end:
+                    raise BoundsError(f"the items of {what} run past the end of the frame")
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _tagged_fields(buf, pos, end, tagged, name)
+            return pos
+
+        return skip_flexible_items
+    walk = item.walk
+
     def skip_array(buf, pos, end):
-        count, pos = _length(buf, pos, end, flexible, True, f"the array {what}")
+        count, pos = _length(buf, pos, end, flexible, True, label, nullable)
         for _ in range(count):
-            pos = item(buf, pos, end)
+            pos = walk(buf, pos, end)
         return pos
 
     return skip_array
 
 
+class _Compiled(NamedTuple):
+    walk: Callable  # (buf, pos, end) -> pos past one entity, every count checked
+    size: int | None = None  # bytes of every such entity, when fixed (no strings, arrays, tags)
+    # (bytes, known tags, name) of a flexible entity of fixed-size fields and tagged fields
+    flexible_fixed: tuple[int, dict, str] | None = None
+
+
 @cache
-def _walker(cls: type):
-    """A function (buf, pos, end) -> pos past one ``cls`` entity, checking every count."""
+def _compile(cls: type) -> _Compiled:
+    """Steps over ``cls``'s fields in wire order; runs of fixed-size fields are one step."""
     flexible = cls.__flexible__
-    steps = []
-    tagged = {}
+    steps: list[Callable] = []
+    tagged: dict[int, Callable] = {}
+    run = 0  # bytes of fixed-size fields not yet turned into a step
+    variable = False  # a string, bytes, array or nested variable entity among the fields
     for f in fields(cls):
         kind = classify_field(f)
         what = f"{cls.__name__}.{f.name}"
+        nullable = is_optional(f)
         if isinstance(kind, EntityField | EntityTupleField):
-            step = _entity_step(kind.type_)
+            item = _compile(kind.type_)
         else:
-            step = _skip_primitive(f.metadata["kafka_type"], flexible, what)
+            kafka_type = f.metadata["kafka_type"]
+            size = _FIXED.get(kafka_type)
+            item = _Compiled(
+                _skip(size, what) if size else _skip_sized(kafka_type, flexible, what, nullable),
+                size,
+            )
         if kind.is_array:
-            step = _array(step, flexible, what)
+            item = _Compiled(_array(item, flexible, what, nullable))
         if "tag" in f.metadata:
-            tagged[f.metadata["tag"]] = step
-        else:
-            steps.append(step)
+            tagged[f.metadata["tag"]] = item.walk
+            continue
+        if item.size is not None:
+            run += item.size
+            continue
+        variable = True
+        if run:
+            steps.append(_skip(run, cls.__name__))
+            run = 0
+        steps.append(item.walk)
+    if not variable and not flexible:
+        return _Compiled(_skip(run, cls.__name__), run)
+    name = cls.__name__
+    flexible_fixed = (run, tagged, name) if not variable else None
+    if run:
+        steps.append(_skip(run, name))
 
     def walk(buf, pos, end):
         for step in steps:
             pos = step(buf, pos, end)
         if flexible:
-            pos = _tagged_fields(buf, pos, end, tagged, cls.__name__)
+            if pos < end and buf[pos] == 0:  # no tagged fields: the usual case
+                return pos + 1
+            pos = _tagged_fields(buf, pos, end, tagged, name)
         return pos
 
-    return walk
-
-
-def _entity_step(cls: type):
-    def step(buf, pos, end):  # late binding: schemas may nest a type more than once
-        return _walker(cls)(buf, pos, end)
-
-    return step
+    return _Compiled(walk, None, flexible_fixed)
 
 
 def _tagged_fields(buf, pos: int, end: int, tagged: dict, name: str) -> int:
@@ -163,4 +228,4 @@ def _tagged_fields(buf, pos: int, end: int, tagged: dict, name: str) -> int:
 def check_body(cls: type, buf, pos: int) -> None:
     """Raise ``BoundsError`` if any count or length in the ``cls`` body at ``pos`` of
     ``buf`` exceeds the bytes after it. Bytes after the body are allowed."""
-    _walker(cls)(buf, pos, len(buf))
+    _compile(cls).walk(buf, pos, len(buf))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from broker.protocol.messages import parse_request
 from broker.protocol.records import BATCH_HEADER_SIZE, read_batch_header
-from tests.fuzz.harnesses import API_VERSIONS, LOG_FILES, pack_files
+from tests.fuzz.harnesses import API_VERSIONS, LOG_FILES, RESPONSE_API_VERSIONS, pack_files
 
 PER_API_VERSION = 3  # inputs kept per (api key, version): the smallest ones
 CODEC_DIRS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -63,9 +63,10 @@ def write_corpus(requests, responses, log_dir: Path, out: Path) -> None:
             for frame in frames:
                 _save(out / "request", bytes([API_VERSIONS.index((key, version))]) + frame[4:])
     for (key, version), frames in _frames_by_api(responses).items():
-        if (key, version) in API_VERSIONS:
+        if (key, version) in RESPONSE_API_VERSIONS:
+            index = RESPONSE_API_VERSIONS.index((key, version))
             for frame in frames:
-                _save(out / "response", bytes([API_VERSIONS.index((key, version))]) + frame)
+                _save(out / "response", bytes([index]) + frame)
     kept: dict[int, int] = {}
     for batch in sorted(_batches(requests), key=len):
         codec = read_batch_header(batch).compression
