@@ -15,8 +15,9 @@ null (-1) where the schema does not allow one is refused too, as Kafka's parsers
 
 The walk runs on every request, so it is generated Python source, one function per
 entity (``_Generator``): straight-line code per field, runs of fixed-size fields
-checked at once, arrays of fixed-size items skipped with a multiplication. It costs
-about a third of kio's own decode (bench/parse_bounds.py).
+checked at once, arrays of fixed-size items skipped with a multiplication: about 3 us
+on a Produce and 8 us on a 20-partition Fetch, next to kio's 5 and 9 us for the
+decode itself (bench/parse_bounds.py).
 """
 
 from __future__ import annotations
