@@ -199,6 +199,23 @@ def test_record_count_past_the_data_is_invalid_record():
     assert err.value.code == ErrorCode.invalid_record
 
 
+@pytest.mark.parametrize("compression", [c.NONE, c.GZIP])
+def test_produced_record_count_past_the_batch_is_invalid_record(compression):
+    """A valid CRC over a batch of one record that claims 2**31-1 (offset delta to
+    match) was appended as is: the log end offset leapt by two billion."""
+    import crc32c
+
+    from broker.protocol.records import validate_produce
+
+    batch = bytearray(build_batch([(b"k", b"v", [], 1000)], compression=compression))
+    struct.pack_into(">i", batch, 23, 2**31 - 2)  # lastOffsetDelta
+    struct.pack_into(">i", batch, 57, 2**31 - 1)  # recordsCount
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    with pytest.raises(KafkaError) as err:
+        validate_produce(batch, max_message_bytes=1 << 20)
+    assert err.value.code == ErrorCode.invalid_record
+
+
 def test_bomb_inside_a_batch_is_corrupt_message():
     """decode_records holds a batch to 64 times (at least) Kafka's default
     max.message.bytes: a 200 KiB zstd batch of 80 MiB of zeros is refused."""

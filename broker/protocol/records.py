@@ -301,6 +301,12 @@ def _check_produce_batch(
         raise _invalid(
             f"Record batch declares {count} records but its offset range holds {last_delta + 1}."
         )
+    payload = header.size - BATCH_HEADER_SIZE
+    room = payload if header.compression == 0 else decompressed_limit(header.size)
+    if count > room // MIN_RECORD_SIZE:  # else the log's end would leap by the claim
+        raise _invalid(
+            f"Record batch declares {count} records, more than its {payload} bytes can hold."
+        )
     if header.is_control and not allow_control:
         raise _invalid("Clients are not allowed to write control records.")
     # Markers (control batches, written by the coordinator) carry no sequence.

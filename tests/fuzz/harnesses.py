@@ -228,7 +228,8 @@ LOG_FILES = (
     "leader-epoch-checkpoint",
     "00000000000000000000.txnindex",
 )
-_WORKDIR = Path(tempfile.gettempdir()) / f"quill-fuzz-{os.getpid()}"
+# scratch files of the log and checkpoint harnesses (runner.py points it into its workdir)
+_WORKDIR = Path(os.environ.get("QUILL_FUZZ_SCRATCH") or tempfile.gettempdir()) / "quill-fuzz"
 
 
 def pack_files(contents: list[bytes]) -> bytes:

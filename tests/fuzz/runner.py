@@ -6,6 +6,7 @@ per harness from the committed corpus) and bench/fuzz.py (long runs).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def run_harness(
         args.append(f"-max_total_time={seconds}")
     args += [str(new_inputs), str(CORPUS / harness)]
     start = time.monotonic()
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, errors="replace")
+    env = {**os.environ, "QUILL_FUZZ_SCRATCH": str(workdir)}
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, errors="replace")
     result = FuzzResult(harness, proc.returncode, seconds=time.monotonic() - start)
     result.output = proc.stderr[-6000:]
     for match in _STATS.finditer(proc.stderr):
