@@ -23,23 +23,30 @@ class DroppingProxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
-            try:
-                if self.target is None:
-                    raise OSError("no target yet")
-                upstream = socket.create_connection(self.target, timeout=5)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+            self._connect(client)
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _connect(self, client: socket.socket) -> None:
+        try:
+            if self.target is None:
+                raise OSError("no target yet")
+            upstream = socket.create_connection(self.target, timeout=5)
+            upstream.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            self._conns += [client, upstream]
+        threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _on_data(self, client: socket.socket, to_upstream: bool, data: bytes) -> None:
+        """Bytes that just passed through (a hook for recording subclasses)."""
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, to_upstream: bool) -> None:
+        client = src if to_upstream else dst
         try:
             while data := src.recv(65536):
+                self._on_data(client, to_upstream, data)  # before the answer can come back
                 dst.sendall(data)
         except OSError:
             pass

@@ -56,6 +56,8 @@ class BrokerConnection:
         try:
             while True:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
+                if size < 4:  # not even a correlation id: the peer speaks garbage
+                    raise ConnectionError(f"response frame of {size} bytes")
                 frame = await reader.readexactly(size)
                 (correlation_id,) = _SIZE.unpack_from(frame, 0)
                 entry = self._pending.pop(correlation_id, None)

@@ -94,6 +94,8 @@ class CheckpointFile(Generic[T]):
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
+        except UnicodeDecodeError as exc:  # garbage on the disk, as a torn write leaves
+            raise CheckpointError(f"Checkpoint file [{self.path}] is not text: {exc}") from None
         lines = text.splitlines()
         if not lines:
             return []

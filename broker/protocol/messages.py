@@ -23,6 +23,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from .bounds import check_body
 from .schemas import EXTRA_SCHEMAS
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
@@ -76,6 +77,7 @@ def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
         header, used = _reader(header_cls)(frame, 0)
+        check_body(schema, frame, used)  # kio allocates from counts before reading
         body, body_len = _reader(schema)(frame, used)
     except Exception as exc:  # kio raises several types for short or bad input
         raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
@@ -119,13 +121,18 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 
 
 def parse_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-    """Decode a response frame (without its size prefix): correlation id and body."""
+    """Decode a response frame (without its size prefix): correlation id and body;
+    raises ProtocolError on malformed bytes."""
     schema = response_schema(api_key, version)
-    (correlation_id,) = struct.unpack_from(">i", frame, 0)
-    pos = 4
-    if schema.__flexible__ and api_key != 18:
-        pos += 1  # assumes no tagged fields in the response header, as Kafka sends
-    body, _ = _reader(schema)(frame, pos)
+    try:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        pos = 4
+        if schema.__flexible__ and api_key != 18:
+            pos += 1  # assumes no tagged fields in the response header, as Kafka sends
+        check_body(schema, frame, pos)  # a peer's counts are checked as a client's are
+        body, _ = _reader(schema)(frame, pos)
+    except Exception as exc:  # short frames, bad counts, unknown error codes
+        raise ProtocolError(f"malformed {schema.__name__} v{version}: {exc}") from None
     return correlation_id, body
 
 

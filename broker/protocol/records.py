@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from broker.protocol.compression import CODEC_NAMES, compress, decompress
+from broker.protocol.compression import CODEC_NAMES, compress, decompress, decompressed_limit
 from broker.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49: an empty batch
+MIN_RECORD_SIZE = 7  # length, attributes, timestamp and offset deltas, key, value, headers
 LEGACY_MIN_LENGTH = 14  # LegacyRecord.RECORD_OVERHEAD_V0: Kafka's first sanity bound
 MAGIC = 2
 
@@ -300,6 +301,12 @@ def _check_produce_batch(
         raise _invalid(
             f"Record batch declares {count} records but its offset range holds {last_delta + 1}."
         )
+    payload = header.size - BATCH_HEADER_SIZE
+    room = payload if header.compression == 0 else decompressed_limit(header.size)
+    if count > room // MIN_RECORD_SIZE:  # else the log's end would leap by the claim
+        raise _invalid(
+            f"Record batch declares {count} records, more than its {payload} bytes can hold."
+        )
     if header.is_control and not allow_control:
         raise _invalid("Clients are not allowed to write control records.")
     # Markers (control batches, written by the coordinator) carry no sequence.
@@ -414,7 +421,7 @@ def decode_records(batch) -> list[Record]:
         raise _corrupt(f"Record batch declares {header.size} bytes but {len(batch)} are available.")
     with memoryview(batch) as view:
         payload = view[BATCH_HEADER_SIZE : header.size]
-        data = decompress(header.compression, payload)
+        data = decompress(header.compression, payload, decompressed_limit(header.size))
     log_append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
     try:
         records, pos = _decode_record_list(data, header, log_append_time)
@@ -426,9 +433,14 @@ def decode_records(batch) -> list[Record]:
 
 
 def _decode_record_list(data: bytes, header: BatchHeader, log_append_time: int | None):
+    count = header.records_count
+    if count < 0 or count * MIN_RECORD_SIZE > len(data):
+        raise _invalid(
+            f"Record batch declares {count} records but holds only {len(data)} bytes of them."
+        )
     records = []
     pos = 0
-    for _ in range(header.records_count):
+    for _ in range(count):
         length, pos = _read_varint(data, pos)
         start = pos
         pos += 1  # attributes: unused
@@ -618,7 +630,9 @@ def recompress(batch_bytes, header: BatchHeader, codec: int) -> bytes:
         if len(view) - start < header.size:
             raise _corrupt("Record batch is shorter than its declared length.")
         records = decompress(
-            header.compression, view[start + BATCH_HEADER_SIZE : start + header.size]
+            header.compression,
+            view[start + BATCH_HEADER_SIZE : start + header.size],
+            decompressed_limit(header.size),
         )
         out = bytearray(view[start : start + BATCH_HEADER_SIZE])
     out += compress(codec, records)
