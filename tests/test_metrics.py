@@ -100,7 +100,14 @@ QUOTA_NAMES = {
 
 @pytest.fixture(scope="module")
 def cluster3(cluster_factory):
-    return cluster_factory(3, **{"quill.metrics.port": "free", "replica.lag.time.max.ms": "4000"})
+    return cluster_factory(
+        3,
+        **{
+            "quill.metrics.port": "free",
+            "replica.lag.time.max.ms": "4000",
+            "log.cleaner.backoff.ms": "1000",
+        },
+    )
 
 
 def _create(cluster, name: str, assignment: list[list[int]], config: dict | None = None) -> None:
@@ -185,7 +192,12 @@ def test_output_parses_and_holds_every_listed_name(cluster3):
     active = [value(p, "kafka_controller_kafkacontroller_activecontrollercount") for p in ports]
     assert sorted(active) == [0, 0, 1]
     compacted = frozenset({("topic", topic), ("partition", "0")})
-    assert ("quill_log_cleaner_dirty_ratio", compacted) in got
+    deadline = time.monotonic() + 60  # the cleaner looks every log.cleaner.backoff.ms
+    while ("quill_log_cleaner_dirty_ratio", compacted) not in got:
+        assert time.monotonic() < deadline, "no cleaner status for the compacted topic"
+        time.sleep(0.5)
+        got = samples(cluster3.broker(1).metrics_port)
+    assert 0 <= got[("quill_log_cleaner_dirty_ratio", compacted)] <= 1
 
 
 def test_endpoint_answers_only_metrics_and_survives_garbage(cluster3):

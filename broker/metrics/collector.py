@@ -241,13 +241,14 @@ class BrokerCollector(Collector):
         stuck = GaugeMetricFamily(
             "quill_log_cleaner_uncleanable", "1: the cleaner gave up on it", labels=labels
         )
-        for (topic, partition), lg in list(logs.all_logs()):
-            if not lg.config.compact:
+        # the compacted logs the cleaner looked at last time, and those it gave up on
+        for tp in sorted(set(cleaner.dirty_ratios) | cleaner.uncleanable):
+            if logs.get_log(*tp) is None:
                 continue
-            key = [topic, str(partition)]
-            dirty.add_metric(key, cleaner.dirty_ratios.get((topic, partition), 0.0))
-            last.add_metric(key, cleaner.last_cleaned_ms.get((topic, partition), 0) / 1000.0)
-            stuck.add_metric(key, int((topic, partition) in cleaner.uncleanable))
+            key = [tp[0], str(tp[1])]
+            dirty.add_metric(key, cleaner.dirty_ratios.get(tp, 0.0))
+            last.add_metric(key, cleaner.last_cleaned_ms.get(tp, 0) / 1000.0)
+            stuck.add_metric(key, int(tp in cleaner.uncleanable))
         yield from (dirty, last, stuck)
 
     # -- kafka.server:type=Produce|Fetch|Request, user=, client-id= ----------------------

@@ -2,9 +2,10 @@
 
 At 10,000 partitions these are 40,000 samples a scrape; building a
 ``prometheus_client`` sample object for each and formatting it took most of a
-scrape's time (``bench/metrics.py``), so this one family group is rendered by hand,
-with each partition's label text made once and kept. The output is the same text
-format (``# HELP``, ``# TYPE``, one line per sample) and parses with
+scrape's time, so this one family group is rendered by hand: each partition's four
+lines are made once and reused while its log has not changed (same segment list,
+segment count, active segment size, start and end offsets). The output is the same
+text format (``# HELP``, ``# TYPE``, one line per sample) and parses with
 ``prometheus_client.parser``.
 """
 
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# (metric name as jmx_exporter names kafka.log:type=Log,name=X, help, attribute of Log)
+# metric name as jmx_exporter names kafka.log:type=Log,name=X, and its help text
 LOG_GAUGES = (
-    ("kafka_log_log_size", "Kafka's Log Size: bytes of the partition's segments", "size"),
-    ("kafka_log_log_logendoffset", "Kafka's Log LogEndOffset", "leo"),
-    ("kafka_log_log_logstartoffset", "Kafka's Log LogStartOffset", "lso"),
-    ("kafka_log_log_numlogsegments", "Kafka's Log NumLogSegments", "segments"),
+    ("kafka_log_log_size", "Kafka's Log Size: bytes of the partition's segments"),
+    ("kafka_log_log_logendoffset", "Kafka's Log LogEndOffset"),
+    ("kafka_log_log_logstartoffset", "Kafka's Log LogStartOffset"),
+    ("kafka_log_log_numlogsegments", "Kafka's Log NumLogSegments"),
 )
 
 
@@ -26,35 +27,41 @@ def _escape(value: str) -> str:
 
 
 class LogGaugeRenderer:
-    """Renders the Log gauges of the logs it is given; keeps label text per partition."""
+    """Renders the Log gauges of the logs it is given; keeps each partition's lines."""
 
     def __init__(self) -> None:
-        self._labels: dict[tuple[str, int], str] = {}
+        self._lines: dict[tuple[str, int], tuple[tuple, tuple[str, str, str, str]]] = {}
 
-    def _label(self, topic: str, partition: int) -> str:
-        key = (topic, partition)
-        text = self._labels.get(key)
-        if text is None:
-            text = self._labels[key] = f'{{topic="{_escape(topic)}",partition="{partition}"}} '
-        return text
+    def _make(self, lg, segments) -> tuple[str, str, str, str]:
+        label = f'{{topic="{_escape(lg.topic)}",partition="{lg.partition}"}} '
+        return (
+            f"{label}{sum(s.size for s in segments)}",
+            f"{label}{lg.log_end_offset}",
+            f"{label}{lg.log_start_offset}",
+            f"{label}{len(segments)}",
+        )
 
     def render(self, logs: Iterable) -> str:
         """``logs``: Log objects (topic, partition, segments, log_start/end_offset)."""
-        size, leo, lso, segs = [], [], [], []
-        label = self._label
+        cache, fresh, make = self._lines, {}, self._make
+        get = cache.get
         for lg in logs:
             segments = lg.segments
-            lbl = label(lg.topic, lg.partition)
-            size.append(f"{lbl}{sum(s.size for s in segments)}")
-            leo.append(f"{lbl}{lg.log_end_offset}")
-            lso.append(f"{lbl}{lg.log_start_offset}")
-            segs.append(f"{lbl}{len(segments)}")
-        if len(self._labels) > 2 * len(size) + 1024:  # partitions moved away: forget them
-            self._labels.clear()
+            tp = (lg.topic, lg.partition)
+            key = (
+                id(segments),
+                len(segments),
+                segments[-1].size if segments else 0,
+                lg.log_end_offset,
+                lg.log_start_offset,
+            )
+            hit = get(tp)
+            fresh[tp] = hit if hit is not None and hit[0] == key else (key, make(lg, segments))
+        self._lines = fresh  # partitions gone from this broker are forgotten
+        columns = list(zip(*(lines for _key, lines in fresh.values()), strict=True)) or [()] * 4
         out = []
-        for (name, help_text, _attr), lines in zip(LOG_GAUGES, (size, leo, lso, segs), strict=True):
+        for (name, help_text), column in zip(LOG_GAUGES, columns, strict=True):
             out.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge\n")
-            if lines:
-                prefix = "\n" + name
-                out.append(name + prefix.join(lines) + "\n")
+            if column:
+                out.append(name + ("\n" + name).join(column) + "\n")
         return "".join(out)
