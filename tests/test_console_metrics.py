@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def stack(cluster_factory, redis_server, tmp_path_factory):
-    cluster = cluster_factory(2, **{"quill.metrics.port": "free"})
+    cluster = cluster_factory(2, **{"quill.metrics.port": "free", "log.cleaner.backoff.ms": "1000"})
     state = tmp_path_factory.mktemp("console-metrics")
     redis_url = f"redis://{redis_server.host}:{redis_server.port}/6"
     redis.Redis.from_url(redis_url).flushdb()
@@ -125,3 +125,52 @@ def test_console_metrics_serve_consumer_lag(stack):
     value, labels = wait_for(lag, 60, "the group's lag in the console's /metrics")
     assert value == 60
     assert labels == {"consumergroup": group, "topic": topic, "partition": "0"}
+
+
+def test_quotas_page_shows_throttle_time_and_topic_page_the_cleaner(stack, admin_page):
+    pg, url, cluster = admin_page, stack["url"], stack["cluster"]
+    from broker.zk.client import KafkaZkClient
+
+    zk = KafkaZkClient(cluster.zk_connect)
+    zk.start()
+    topic = f"throttled-{uuid.uuid4().hex[:6]}"
+    try:
+        zk.set_entity_config("clients", "slowpoke", {"producer_byte_rate": "20000"})
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "client.id": "slowpoke", "linger.ms": 5}
+        )
+
+        def throttled_row():
+            for _ in range(50):
+                producer.produce(topic, value=b"y" * 1000)
+            producer.poll(0.2)
+            pg.goto(f"{url}/quotas/")
+            row = pg.locator("#throttled tbody tr", has_text="slowpoke")
+            if (
+                not row.count()
+                or float(row.first.locator("td").nth(4).get_attribute("data-v")) <= 0
+            ):
+                return None  # measured, not throttled yet
+            return row.first.inner_text()
+
+        text = wait_for(throttled_row, 90, "a throttle row for client-id slowpoke")
+        assert text.startswith("produce") and "slowpoke" in text
+        pg.screenshot(path=str(OUT / "metrics-quotas.png"), full_page=True)
+        producer.purge()
+    finally:
+        zk.set_entity_config("clients", "slowpoke", {})
+        zk.close()
+    compacted = f"compacted-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(compacted, 1, replica_assignment=[[1, 2]], config={"cleanup.policy": "compact"})
+    admin.create_topics([new])[compacted].result(30)
+
+    def cleaner_rows():
+        pg.goto(f"{url}/topics/{compacted}/")
+        return pg.locator("#cleaner tbody tr td.n").count() >= 6  # a row per replica
+
+    wait_for(cleaner_rows, 90, "the cleaner's status on the topic page")
+    assert pg.locator("#cleaner tbody tr").count() == 2  # partition 0 on brokers 1 and 2
+    pg.screenshot(path=str(OUT / "metrics-topic-cleaner.png"), full_page=True)

@@ -121,25 +121,25 @@ class BrokerCollector(Collector):
     def _replica_manager(self) -> Iterator[Metric]:
         replicas = self.server.replicas
         hosted = leaders = under = under_min = at_min = offline = 0
+        me = replicas.broker_id if replicas else -1
         for part in list(replicas.partitions.values()) if replicas else ():
             state = part.state
             if state is None:
                 continue
             hosted += 1
-            if part.log is None:
+            lg = part.log
+            if lg is None:
                 offline += 1
-                continue
-            if state.leader != part.broker_id:
-                continue
-            leaders += 1
-            isr = len(state.isr)
-            if isr < len(state.replicas):
-                under += 1
-            min_isr = part.log.config.min_insync_replicas
-            if isr < min_isr:
-                under_min += 1
-            elif isr == min_isr:
-                at_min += 1
+            elif state.leader == me:
+                leaders += 1
+                isr = len(state.isr)
+                if isr < len(state.replicas):
+                    under += 1
+                min_isr = lg.config.min_insync_replicas
+                if isr < min_isr:
+                    under_min += 1
+                elif isr == min_isr:
+                    at_min += 1
         prefix = "kafka_server_replicamanager_"
         yield gauge(prefix + "partitioncount", "Partitions on this broker", hosted)
         yield gauge(prefix + "leadercount", "Partitions this broker leads", leaders)

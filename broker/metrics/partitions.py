@@ -2,16 +2,15 @@
 
 At 10,000 partitions these are 40,000 samples a scrape; building a
 ``prometheus_client`` sample object for each and formatting it took most of a
-scrape's time, so this one family group is rendered by hand: each partition's four
-lines are made once and reused while its log has not changed (same segment list,
-segment count, active segment size, start and end offsets). The output is the same
-text format (``# HELP``, ``# TYPE``, one line per sample) and parses with
-``prometheus_client.parser``.
+scrape's time (``bench/metrics.py``), so this one family group is rendered by hand.
+Each partition's four lines are kept with what they were made from (its segment list,
+segment count, active segment size, start and end offsets); a scrape compares those
+without allocating, and when no partition changed and none came or went it reuses the
+whole text of the previous scrape. The output is the same text format (``# HELP``,
+``# TYPE``, one line per sample) and parses with ``prometheus_client.parser``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 # metric name as jmx_exporter names kafka.log:type=Log,name=X, and its help text
 LOG_GAUGES = (
@@ -26,42 +25,64 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-class LogGaugeRenderer:
-    """Renders the Log gauges of the logs it is given; keeps each partition's lines."""
+class _Entry:
+    """One partition's lines and what they were made from."""
 
-    def __init__(self) -> None:
-        self._lines: dict[tuple[str, int], tuple[tuple, tuple[str, str, str, str]]] = {}
+    __slots__ = ("segments", "count", "active", "leo", "lso", "lines")
 
-    def _make(self, lg, segments) -> tuple[str, str, str, str]:
+    def update(self, lg, segments) -> None:
+        self.segments, self.count = segments, len(segments)
+        self.active = segments[-1].size if segments else 0
+        self.leo, self.lso = lg.log_end_offset, lg.log_start_offset
         label = f'{{topic="{_escape(lg.topic)}",partition="{lg.partition}"}} '
-        return (
+        self.lines = (
             f"{label}{sum(s.size for s in segments)}",
-            f"{label}{lg.log_end_offset}",
-            f"{label}{lg.log_start_offset}",
-            f"{label}{len(segments)}",
+            f"{label}{self.leo}",
+            f"{label}{self.lso}",
+            f"{label}{self.count}",
         )
 
-    def render(self, logs: Iterable) -> str:
-        """``logs``: Log objects (topic, partition, segments, log_start/end_offset)."""
-        cache, fresh, make = self._lines, {}, self._make
-        get = cache.get
-        for lg in logs:
+
+class LogGaugeRenderer:
+    """Renders the Log gauges of the logs it is given (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int], _Entry] = {}
+        self._text = b""
+
+    def render(self, logs: list[tuple[tuple[str, int], object]]) -> bytes:
+        """``logs``: (topic-partition, Log) pairs, as LogManager.all_logs() gives them."""
+        entries = self._entries
+        changed, seen = False, 0
+        for tp, lg in logs:
+            seen += 1
+            e = entries.get(tp)
             segments = lg.segments
-            tp = (lg.topic, lg.partition)
-            key = (
-                id(segments),
-                len(segments),
-                segments[-1].size if segments else 0,
-                lg.log_end_offset,
-                lg.log_start_offset,
-            )
-            hit = get(tp)
-            fresh[tp] = hit if hit is not None and hit[0] == key else (key, make(lg, segments))
-        self._lines = fresh  # partitions gone from this broker are forgotten
-        columns = list(zip(*(lines for _key, lines in fresh.values()), strict=True)) or [()] * 4
+            if (
+                e is not None
+                and e.segments is segments
+                and e.count == len(segments)
+                and e.leo == lg.log_end_offset
+                and e.lso == lg.log_start_offset
+                and e.active == (segments[-1].size if segments else 0)
+            ):
+                continue
+            if e is None:
+                e = entries[tp] = _Entry()
+            e.update(lg, segments)
+            changed = True
+        if seen != len(entries):  # partitions left this broker: keep only those given
+            entries = self._entries = {tp: entries[tp] for tp, _lg in logs}
+            changed = True
+        if changed or not self._text:
+            self._text = self._join(entries).encode()
+        return self._text
+
+    @staticmethod
+    def _join(entries: dict[tuple[str, int], _Entry]) -> str:
         out = []
-        for (name, help_text), column in zip(LOG_GAUGES, columns, strict=True):
+        for i, (name, help_text) in enumerate(LOG_GAUGES):
             out.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge\n")
-            if column:
-                out.append(name + ("\n" + name).join(column) + "\n")
+            if entries:
+                out.append(name + ("\n" + name).join(e.lines[i] for e in entries.values()) + "\n")
         return "".join(out)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from .collector import BrokerCollector
 from .partitions import LogGaugeRenderer
+from .process import ProcessMetrics
 from .runtime import LoopMonitor, ZkStats
 from .stats import (
     NULL_PURGATORY_STATS,
@@ -37,7 +38,7 @@ class BrokerMetrics:
         self.loop = LoopMonitor()
         self.registry = CollectorRegistry(auto_describe=False)
         if enabled:
-            ProcessCollector(registry=self.registry)
+            self.registry.register(ProcessMetrics())
             self.registry.register(BrokerCollector(self))
         self._logs = LogGaugeRenderer()
 
@@ -47,4 +48,4 @@ class BrokerMetrics:
         logs = self.server.logs
         if logs is None:
             return text
-        return text + self._logs.render(lg for _tp, lg in list(logs.all_logs())).encode()
+        return text + self._logs.render(list(logs.all_logs()))
