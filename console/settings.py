@@ -62,6 +62,14 @@ QUILL_REDIS_URL = env("QUILL_REDIS_URL", "redis://127.0.0.1:6379/0")
 # The most partitions a topic may get from the console or its API (create or grow).
 QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 
+# Broker N serves Prometheus metrics on this port + N - 1 (quill-stack's rule; 0: none);
+# QUILL_METRICS_PORTS ({broker id: port}) overrides it per broker.
+QUILL_METRICS_BASE_PORT = int(env("QUILL_METRICS_BASE_PORT", "9404"))
+QUILL_METRICS_PORTS: dict[int, int] = {
+    int(b): int(p)
+    for b, _, p in (item.partition("=") for item in env_list("QUILL_METRICS_PORTS", ""))
+}  # "1=9404,2=9405"
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",

@@ -3,11 +3,22 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console.api import api
-from console.views import audit, cluster, groups, messages, quotas, topics, users
+from console.views import (
+    audit,
+    brokers,
+    cluster,
+    groups,
+    messages,
+    metrics,
+    quotas,
+    topics,
+    users,
+)
 
 urlpatterns = [
     path("", cluster.home, name="home"),
     path("events/", cluster.events, name="events"),
+    path("brokers/<int:broker_id>/", brokers.broker_detail, name="broker"),
     path("topics/", topics.topic_list, name="topics"),
     path("topics/create", topics.topic_create, name="topic-create"),
     path("topics/<str:name>/", topics.topic_detail, name="topic"),
@@ -28,6 +39,7 @@ urlpatterns = [
     path("account/tokens/", users.tokens, name="tokens"),
     path("account/tokens/action", users.token_action, name="token-action"),
     path("healthz", cluster.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", api.urls),

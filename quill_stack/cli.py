@@ -44,6 +44,7 @@ def config_env(cfg: StackConfig) -> dict[str, str]:
         "QUILL_REDIS_PORT": str(cfg.redis_port),
         "QUILL_BROKER_BASE_PORT": str(cfg.broker_base_port),
         "QUILL_CONSOLE_PORT": str(cfg.console_port),
+        "QUILL_METRICS_BASE_PORT": str(cfg.metrics_base_port),
         "QUILL_SERVICES": ",".join(cfg.services),
     }
 

@@ -144,7 +144,7 @@ def properties_text(props: Mapping[str, str], header: str = "") -> str:
 
 def env_name(key: str) -> str:
     """The QUILL_ env var that overrides a broker property: log.dirs -> QUILL_LOG_DIRS."""
-    return "QUILL_" + key.upper().replace(".", "_")
+    return "QUILL_" + key.removeprefix("quill.").upper().replace(".", "_")
 
 
 # ---------------------------------------------------------------- ZooKeeper
@@ -393,6 +393,7 @@ class StackConfig:
     broker_base_port: int = 9092
     console_port: int = 8000
     services: tuple[str, ...] = ()  # empty: all
+    metrics_base_port: int = 9404  # broker N serves /metrics on base + N - 1; 0: none
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -408,6 +409,7 @@ class StackConfig:
             broker_base_port=_env_int(env, "QUILL_BROKER_BASE_PORT", 9092, 1, 65535),
             console_port=_env_int(env, "QUILL_CONSOLE_PORT", 8000, 1, 65535),
             services=services,
+            metrics_base_port=_env_int(env, "QUILL_METRICS_BASE_PORT", 9404, 0, 65535),
         )
 
     def to_json(self) -> dict:
@@ -438,10 +440,16 @@ class StackConfig:
         return ",".join(f"{self.host}:{port}" for port in ports)
 
 
+def metrics_overrides(base_port: int, index: int) -> dict[str, int]:
+    """The metrics endpoint of the broker at ``index`` (0-based): base + index."""
+    return {"quill.metrics.port": base_port + index} if base_port else {}
+
+
 def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
     """Every process of the stack, in start order (see ServiceSpec.group)."""
     state = cfg.state_dir
     settings = app_env(state, cfg.redis_url, cfg.zk_connect, cfg.bootstrap)
+    settings["QUILL_METRICS_BASE_PORT"] = str(cfg.metrics_base_port)
     specs = [
         zookeeper_spec(state, cfg.zk_port, cfg.host),
         redis_spec(state, cfg.redis_port, cfg.host),
@@ -455,6 +463,7 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
                 zk_connect=cfg.zk_connect,
                 n_brokers=cfg.brokers,
                 host=cfg.host,
+                overrides=metrics_overrides(cfg.metrics_base_port, index),
             )
         )
     specs.append(worker_spec(state, settings))

@@ -7,7 +7,8 @@
   ZooKeeper, each cluster under its own chroot so tests never see each other's topics,
   and waits until every broker is healthy (registered at /brokers/ids/<id> and
   answering ApiVersions). Overrides are broker properties:
-  `cluster(3, **{"log.segment.bytes": 1024})` or `cluster(3, log_segment_bytes=1024)`.
+  `cluster(3, **{"log.segment.bytes": 1024})` or `cluster(3, log_segment_bytes=1024)`;
+  `quill.metrics.port="free"` gives each broker a free metrics port (`b.metrics_port`).
   `c.brokers[i]` has .id .port .log_dir .kill() .stop() .start() .restart() .pause()
   .resume(). A cluster made in a test is stopped when the test ends, one made by a
   module-scoped fixture when the module ends; also when a test fails, whose report
@@ -96,6 +97,7 @@ class Broker:
         self.port = spec.port
         self.log_dir = spec.dirs[0]
         self.log_path = spec.log_path
+        self.metrics_port = int(spec.config.get("QUILL_METRICS_PORT", 0))
         self.proc = ManagedProcess(spec, owner_env(owner))
 
     def __repr__(self) -> str:
@@ -160,6 +162,9 @@ class Cluster:
         self.zk_connect = zk.address + self.chroot
         self._zk_clients: list = []
         broker_ports = ports.free_ports(n_brokers)
+        metrics = [{}] * n_brokers
+        if overrides.get("quill.metrics.port") == "free":
+            metrics = [{"quill.metrics.port": p} for p in ports.free_ports(n_brokers)]
         self.brokers = [
             Broker(
                 services.broker_spec(
@@ -168,7 +173,7 @@ class Cluster:
                     port=port,
                     zk_connect=self.zk_connect,
                     n_brokers=n_brokers,
-                    overrides={**TEST_BROKER_DEFAULTS, **overrides},
+                    overrides={**TEST_BROKER_DEFAULTS, **overrides, **metrics[index]},
                 ),
                 index + 1,
                 state_dir,

@@ -61,3 +61,21 @@ def make_login(role: str, enforce_csrf: bool = False):
 
 def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int]:
+    """The console under daphne and the monitor as `make run` starts them, healthy;
+    (their processes, the console's port). Stop them in reverse order."""
+    from quill_stack import ports, services
+    from quill_stack.process import ManagedProcess
+    from quill_stack.state import owner_env
+
+    port = ports.free_port()
+    procs = [
+        ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir)),
+        ManagedProcess(services.monitor_spec(state_dir, settings), owner_env(state_dir)),
+    ]
+    for proc in procs:
+        proc.start()
+        proc.wait_healthy()
+    return procs, port

@@ -22,6 +22,7 @@ def stack_env(state_dir: Path, **extra: str) -> dict[str, str]:
         QUILL_CONSOLE_PORT=str(console),
         QUILL_BROKER_BASE_PORT=str(broker),
         QUILL_BROKERS="0",
+        QUILL_METRICS_BASE_PORT="0",  # the tests that start brokers set their own
     )
     env.update(extra)
     return env

@@ -16,7 +16,8 @@ from pipeline.jobs import clickstream_counts
 from quill_stack.services import PROJECT_ROOT, StackConfig, build_stack
 
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
-OFFICIAL_IMAGES = {"zookeeper", "redis"}  # every other service is built from this repo
+# every other service is built from this repo (prometheus, grafana: profile `monitoring`)
+OFFICIAL_IMAGES = {"zookeeper", "redis", "prometheus", "grafana"}
 SPARK_PROFILE = "pipeline"
 SPARK_SERVICES = ("spark-master", "spark-worker", "clickstream-job")
 # Values that name hosts, ports or paths differ between the two paths by design.
@@ -59,7 +60,11 @@ def stack(tmp_path_factory):
     return build_stack(StackConfig(state_dir=tmp_path_factory.mktemp("state")))
 
 
-@pytest.mark.parametrize("profile", [[], ["--profile", SPARK_PROFILE]], ids=["default", "pipeline"])
+@pytest.mark.parametrize(
+    "profile",
+    [[], ["--profile", SPARK_PROFILE], ["--profile", "monitoring"]],
+    ids=["default", "pipeline", "monitoring"],
+)
 def test_compose_file_validates(profile):
     result = docker_compose(*profile, "config", "-q")
     assert result.returncode == 0, result.stderr

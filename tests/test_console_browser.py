@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from quill_stack import ports, services
-from quill_stack.process import ManagedProcess
+from quill_stack import services
 from quill_stack.services import PROJECT_ROOT
-from quill_stack.state import owner_env
+from tests.console_helpers import start_console_and_monitor
 from tests.test_stack import wait_for
 from tests.test_stack_services import create_admin
 
@@ -47,14 +46,7 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     redis_url = f"redis://{redis_server.host}:{redis_server.port}/5"
     redis.Redis.from_url(redis_url).flushdb()
     settings = services.app_env(state, redis_url, cluster.zk_connect, cluster.bootstrap)
-    port = ports.free_port()
-    procs = [
-        ManagedProcess(services.console_spec(state, settings, port), owner_env(state)),
-        ManagedProcess(services.monitor_spec(state, settings), owner_env(state)),
-    ]
-    for proc in procs:
-        proc.start()
-        proc.wait_healthy()
+    procs, port = start_console_and_monitor(state, settings)
     wait_for(lambda: redis.Redis.from_url(redis_url).get("quill:monitor:heartbeat"), 30, "monitor")
     password = create_admin(state)
     yield {

@@ -15,6 +15,7 @@ pytest_plugins = ["tests.console_helpers"]
 PAGES = [
     "/",
     "/events/",
+    "/brokers/1/",
     "/topics/",
     "/groups/",
     "/quotas/",

@@ -233,7 +233,8 @@ def test_logs_prints_each_process_prefixed(redis_stack):
 @pytest.mark.slow
 def test_whole_stack_with_one_broker_up_status_down(tmp_path):
     """What `make up BROKERS=1` does, in a temp state dir on free ports."""
-    env = stack_env(tmp_path, QUILL_BROKERS="1")
+    metrics_port = str(ports.free_port())
+    env = stack_env(tmp_path, QUILL_BROKERS="1", QUILL_METRICS_BASE_PORT=metrics_port)
     up = quill_stack(env, "up", timeout=300)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
@@ -254,6 +255,14 @@ def test_whole_stack_with_one_broker_up_status_down(tmp_path):
         metadata = json.loads(kcat.stdout)
         assert [b["id"] for b in metadata["brokers"]] == [1]
         assert health.http_ok("127.0.0.1", int(env["QUILL_CONSOLE_PORT"]))[0]
+        # broker 1 serves its metrics on QUILL_METRICS_BASE_PORT
+        scraped = subprocess.run(
+            ["curl", "-sf", f"http://127.0.0.1:{metrics_port}/metrics"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert "kafka_server_replicamanager_partitioncount" in scraped.stdout
     finally:
         down = quill_stack(env, "down")
     assert down.returncode == 0, down.stdout + down.stderr

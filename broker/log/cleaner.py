@@ -107,7 +107,11 @@ class LogCleaner:
     # partitions a "compact now" request holds (rolled, waiting for their high watermark):
     # the periodic pass leaves them to it, as Kafka's cleaner skips partitions in progress
     requested: set[TopicPartition] = field(default_factory=set)
-    last_cleaned_ms: dict[TopicPartition, int] = field(default_factory=dict)  # since start
+    # what the metrics report (Kafka's LogCleaner and LogCleanerManager gauges)
+    dirty_ratios: dict[TopicPartition, float] = field(default_factory=dict)  # last look
+    last_cleaned_ms: dict[TopicPartition, int] = field(default_factory=dict)
+    last_recopy_ratio: float = 0.0  # bytes written / bytes read by the last pass
+    last_clean_secs: float = 0.0
 
     # -- checkpoints --------------------------------------------------------------------
     def _checkpoint(self, log_dir: Path) -> OffsetCheckpointFile:
@@ -160,6 +164,7 @@ class LogCleaner:
     def grab_filthiest(self, logs: dict[TopicPartition, Log], now: int) -> LogToClean | None:
         checkpoints = self.checkpoints()
         best = None
+        self.dirty_ratios = ratios = {}
         for tp, lg in logs.items():
             if not lg.config.compact or lg.closed or tp in self.uncleanable:
                 continue
@@ -167,6 +172,7 @@ class LogCleaner:
                 continue
             first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
             cleanable = _log_to_clean(tp, lg, first_dirty, uncleanable, now)
+            ratios[tp] = cleanable.cleanable_ratio
             if cleanable.clean_bytes + cleanable.cleanable_bytes == 0:
                 continue
             due = (cleanable.need_compaction_now and cleanable.cleanable_bytes > 0) or (
@@ -231,6 +237,7 @@ class LogCleaner:
         """One pass over ``cleanable.log``; returns the new first dirty offset."""
         lg = cleanable.log
         started = time.monotonic()
+        read_before, written_before = self.stats.bytes_read, self.stats.bytes_written
         max_entries = int(self.dedupe_buffer_size / ENTRY_BYTES * LOAD_FACTOR)
         offset_map = OffsetMap(max_entries)
         build_offset_map(lg, cleanable.first_dirty, cleanable.first_uncleanable, offset_map)
@@ -243,6 +250,10 @@ class LogCleaner:
         )
         for group in groups:
             self._clean_segments(lg, group, offset_map, now, active, cleanable.first_uncleanable)
+        read = self.stats.bytes_read - read_before
+        self.last_recopy_ratio = (self.stats.bytes_written - written_before) / read if read else 0.0
+        self.last_clean_secs = time.monotonic() - started
+        self.last_cleaned_ms[cleanable.tp] = now
         log.info(
             "cleaned %s-%d up to offset %d in %.0f ms (%d keys)",
             lg.topic,

@@ -254,6 +254,11 @@ class ClientQuotaManager:
             bound,
         )
 
+    def measured(self, key: str, user: str, client_id: str) -> float:
+        """The current rate of a quota metric (Kafka's byte-rate/request-time), per second."""
+        rate = self._rates.get((key, user, client_id))
+        return rate.measure(self.clock() * 1000.0) if rate is not None else 0.0
+
     def snapshot(self) -> list[dict]:
         """Throttle counters per quota metric, for logs and (later) the console."""
         return [

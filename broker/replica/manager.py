@@ -65,6 +65,7 @@ class ReplicaManager:
         fetchers.quota = self.follower_quota
         fetchers.is_throttled = self.follower_throttled
         self._leadership_listeners: list[Callable[[str, int, bool, int | None], None]] = []
+        self.isr_changes = [0, 0]  # ISR [shrinks, expands] written to ZooKeeper
 
     # -- leadership listeners (the group coordinator) ---------------------------------
     def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
@@ -317,11 +318,14 @@ class ReplicaManager:
         asyncio.ensure_future(self._write_isr(part, new_isr))
 
     async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
+        grows = len(new_isr) > len(part.isr)
         try:
             ok = await self.isr_writer(part, new_isr)
         except Exception:  # noqa: BLE001 - ZooKeeper trouble: retry on the next check
             log.exception("writing the ISR of %s-%d failed", part.topic, part.index)
             ok = False
+        if ok:  # Kafka's IsrExpandsPerSec / IsrShrinksPerSec
+            self.isr_changes[grows] += 1
         if not ok and part.pending_isr == new_isr:
             part.pending_isr = None
         part.maybe_advance_high_watermark()

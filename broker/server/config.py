@@ -175,6 +175,8 @@ KEYS: dict[str, Key] = {
             1,
         ),
         Key("producer.id.expiration.ms", _int, 86400000, "Idle producer id expiry"),
+        Key("quill.metrics.port", _int, 0, "Port of the Prometheus endpoint (0: none)", 0),
+        Key("quill.metrics.host", str, None, "Address of that endpoint (the listener's host)"),
     ]
 }
 
@@ -207,6 +209,8 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
         if not name.startswith("QUILL_") or name.startswith("QUILL_STATE"):
             continue
         key = name[len("QUILL_") :].lower().replace("_", ".")
+        if key not in KEYS and "quill." + key in KEYS:  # QUILL_METRICS_PORT: quill.metrics.port
+            key = "quill." + key
         if key in KEYS:
             result[key] = value
     return result

@@ -21,6 +21,8 @@ from ..coordinator.producer_id import ProducerIdManager
 from ..coordinator.transaction import TransactionConfig, TransactionCoordinator
 from ..log.config import LogConfig
 from ..log.manager import LogManager
+from ..metrics.http import MetricsServer
+from ..metrics.registry import BrokerMetrics
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
@@ -29,7 +31,7 @@ from ..replica.partition import Partition
 from ..replica.throttle import UNTHROTTLED
 from ..zk.client import KafkaZkClient
 from ..zk.znodes import BrokerInfo, LeaderAndIsr
-from .apis import KafkaApis
+from .apis import SUPPORTED, KafkaApis
 from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
@@ -69,6 +71,12 @@ class KafkaServer:
         )
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
+        names = {key: spec[0] for key, spec in SUPPORTED.items()}
+        self.metrics = BrokerMetrics(self, names, enabled=config["quill.metrics.port"] > 0)
+        self.metrics_server: MetricsServer | None = None
+        if self.metrics.enabled:
+            self.sockets.observe = self.metrics.requests.observe
+            self.metrics.zk.instrument(self.zk.zk)
 
     # -- topic configs -------------------------------------------------------------------
     def topic_log_config(self, topic: str) -> LogConfig:
@@ -198,6 +206,7 @@ class KafkaServer:
         await asyncio.to_thread(self.cluster_sync.start)
         await asyncio.to_thread(QuotaConfigSync(self.zk, self.quotas, loop).start)
         await asyncio.to_thread(CompactionRequests(self.zk, self.logs, cfg.broker_id, loop).start)
+        await self._start_metrics(parse_listener(cfg.listeners[0])[1])
         self.controller = Controller(
             self.zk,
             cfg.broker_id,
@@ -206,6 +215,9 @@ class KafkaServer:
             auto_rebalance=cfg["auto.leader.rebalance.enable"],
             imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
             imbalance_percentage=cfg["leader.imbalance.per.broker.percentage"],
+        )
+        self.controller._on_brokers = self.metrics.leader_elections.timed(
+            self.controller._on_brokers
         )
         first = endpoints[0].split("://", 1)[1]
         host, port = first.rsplit(":", 1)
@@ -222,6 +234,18 @@ class KafkaServer:
             cluster_id,
             sum(1 for _ in self.logs.all_logs()),
         )
+
+    async def _start_metrics(self, listener_host: str) -> None:
+        """The Prometheus endpoint (``quill.metrics.port``), and the event-loop monitor."""
+        if not self.metrics.enabled:
+            return
+        host = self.config["quill.metrics.host"]
+        self.metrics_server = MetricsServer(self.metrics.render)
+        port = await self.metrics_server.start(
+            listener_host if host is None else host, self.config["quill.metrics.port"]
+        )
+        self.metrics.loop.start()
+        log.info("metrics endpoint on port %d", port)
 
     async def run(self) -> None:
         await self.start()
@@ -317,6 +341,9 @@ class KafkaServer:
             await self.txn_markers.close()
         await self.fetchers.shutdown()
         await self.sockets.close()
+        if self.metrics_server is not None:
+            self.metrics.loop.stop()
+            await self.metrics_server.close()
         await asyncio.to_thread(self.zk.close)
         if self.logs is not None:
             self.logs.close()

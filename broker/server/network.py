@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._buf = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
         self._worker: asyncio.Task | None = None
         self._closed = False
         self._reading_paused = False
@@ -99,6 +100,7 @@ class Connection(asyncio.Protocol):
         buf = self._buf
         buf += data
         max_size = self.server.max_request_size
+        arrived = time.perf_counter_ns()
         pos = 0
         end = len(buf)
         while end - pos >= 4:
@@ -110,7 +112,7 @@ class Connection(asyncio.Protocol):
                 return
             if end - pos - 4 < size:
                 break
-            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            self._frames.append((bytes(buf[pos + 4 : pos + 4 + size]), arrived))
             pos += 4 + size
         if pos:
             del buf[:pos]
@@ -125,17 +127,20 @@ class Connection(asyncio.Protocol):
         frames = self._frames
         try:
             while frames and not self._closed:
-                frame = frames.popleft()
+                frame, arrived = frames.popleft()
                 if self._reading_paused and len(frames) < self.server.queued_max_requests // 2:
                     self._reading_paused = False
                     self.transport.resume_reading()
+                started = time.perf_counter_ns()
                 try:
                     response = await self.server.handler(self, frame)
                 except ProtocolError as exc:
                     self.abort(str(exc))
                     return
+                handled = time.perf_counter_ns()
                 if response is not None:
                     await self.send(response)
+                self.server.observe(frame, arrived, started, handled, time.perf_counter_ns())
                 if self._mute_s > 0:
                     await self._muted()
         except asyncio.CancelledError:
@@ -209,6 +214,10 @@ class SocketServer:
         self.connections: set[Connection] = set()
         self.use_sendfile = hasattr(os, "sendfile")
         self._servers: list[asyncio.base_events.Server] = []
+
+    def observe(self, frame: bytes, arrived: int, started: int, handled: int, sent: int) -> None:
+        """Called once per request with its times (perf_counter_ns); the metrics
+        replace it (``broker.metrics``), otherwise it does nothing."""
 
     async def listen(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()

@@ -22,12 +22,16 @@ def group_sub(group_id: str) -> str:
     return f"group:{group_id}"
 
 
+def broker_sub(broker_id: int) -> str:
+    return f"broker:{broker_id}"
+
+
 def channel_group(sub: str) -> str | None:
     """The channel-layer group for a subscription name, or None when it is not one."""
     if sub in STATIC_SUBS:
         return f"quill.{sub}"
     kind, sep, name = sub.partition(":")
-    if sep and kind in ("topic", "group") and name:
+    if sep and kind in ("topic", "group", "broker") and name:
         return f"quill.{kind}.{hashlib.sha1(name.encode()).hexdigest()[:24]}"
     return None
 

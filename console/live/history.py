@@ -103,6 +103,51 @@ def lag_series(group_id: str, seconds: int = 3600) -> list[list]:
     return [r for r in reversed(rows) if r[0] >= since]
 
 
+def broker_metrics_key(broker_id: int) -> str:
+    return f"quill:broker-metrics:{broker_id}"
+
+
+def broker_series_key(broker_id: int | str, name: str) -> str:
+    return f"quill:broker-series:{broker_id}:{name}"
+
+
+@_safe({})
+def broker_metrics(broker_id: int) -> dict:
+    """The monitor's last reading of a broker's /metrics (see console/monitor/brokers.py)."""
+    raw = client().get(broker_metrics_key(broker_id))
+    return json.loads(raw) if raw else {}
+
+
+def _json_by_suffix(prefix: str) -> dict[str, dict]:
+    """{key without prefix: JSON value} of every key starting with ``prefix``."""
+    r = client()
+    keys = sorted(r.scan_iter(match=prefix + "*", count=500))
+    values = r.mget(keys) if keys else []
+    return {
+        k.decode()[len(prefix) :]: json.loads(v) for k, v in zip(keys, values, strict=True) if v
+    }
+
+
+@_safe({})
+def all_broker_metrics() -> dict[int, dict]:
+    """{broker id: its last reading} of every broker the monitor read in the last minute."""
+    return {int(b): v for b, v in _json_by_suffix(broker_metrics_key("")).items()}
+
+
+@_safe([])
+def broker_series(broker_id: int | str, name: str, seconds: int = 3600) -> list[list]:
+    """[[ts, value], ...] oldest first; broker_id "all" holds the cluster's sums."""
+    since = time.time() - seconds
+    rows = [json.loads(x) for x in client().lrange(broker_series_key(broker_id, name), 0, -1)]
+    return [r for r in reversed(rows) if r[0] >= since]
+
+
+@_safe({})
+def group_statuses() -> dict[str, dict]:
+    """Every group's last status the monitor wrote (they expire after a minute)."""
+    return _json_by_suffix(group_key(""))
+
+
 @_safe({})
 def topic_rates() -> dict[str, dict]:
     return {k.decode(): json.loads(v) for k, v in client().hgetall(TOPIC_RATES).items()}

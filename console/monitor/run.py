@@ -18,6 +18,7 @@ from console.cluster import state
 from console.live import history
 from console.live.groups import channel_group, message
 from console.monitor import deltas as D
+from console.monitor.brokers import BrokerMetricsSampler
 from console.monitor.sampler import GroupSampler, OffsetSampler
 from console.monitor.watcher import ClusterWatcher
 
@@ -48,6 +49,7 @@ class Monitor:
         self._groups_pool = ThreadPoolExecutor(1, thread_name_prefix="quill-monitor-groups")
         self.samples = 0
         self.last_sample_s = 0.0
+        self.broker_metrics = BrokerMetricsSampler()
 
     # ------------------------------------------------------------ start
     async def run(self, samples: int | None = None) -> None:
@@ -164,6 +166,7 @@ class Monitor:
             for sub in ("topics", f"topic:{t}"):
                 D.add(out, sub, f"t:{t}:out", {"t": D.fmt.rate(rate, ""), "v": rate})
         self._record(offsets.rates, statuses, now, out)
+        merge(out, self.broker_metrics.sample(snap["brokers"], now))  # each broker's /metrics
         return out
 
     def _record(self, rates: dict, statuses: dict, now: float, out: D.Deltas) -> None:

@@ -84,3 +84,21 @@ def tojson(value) -> str:
     import json
 
     return "—" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+@register.filter
+def percent(value) -> str:
+    """0.42 -> 42.0 %"""
+    try:
+        return f"{float(value) * 100:.1f} %"
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def ts_s(seconds) -> str:
+    """Unix seconds -> the console's timestamp text."""
+    try:
+        return fmt.timestamp(int(float(seconds) * 1000))
+    except (TypeError, ValueError):
+        return "—"

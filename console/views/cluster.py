@@ -12,6 +12,7 @@ from console.cluster import state, zk
 from console.errors import OpError
 from console.live import history
 from console.roles import VIEWER, role_required
+from console.views.brokers import CLUSTER_CHARTS, chart_context
 from console.views.common import page, unavailable
 
 
@@ -32,6 +33,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "events": history.events(100),
         "monitor_age": history.monitor_age(),
     }
+    context["charts"], context["series"] = chart_context("all", "cluster", CLUSTER_CHARTS)
     return page(request, "console/cluster.html", context, ["cluster"])
 
 

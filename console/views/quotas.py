@@ -8,6 +8,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from console.errors import OpError
+from console.live import history
 from console.ops import quotas as quota_ops
 from console.ops.validation import QUOTA_KEYS
 from console.roles import VIEWER, role_required
@@ -21,12 +22,28 @@ def quota_list(request: HttpRequest, errors=None, status=200) -> HttpResponse:
     except OpError as exc:
         return unavailable(request, "console/quotas.html", exc)
     context = {
+        "throttled": throttled_clients(history.all_broker_metrics()),
         "quotas": rows,
         "keys": list(QUOTA_KEYS),
         "errors": errors or {},
         "form": request.POST if request.method == "POST" else {},
     }
     return page(request, "console/quotas.html", context, ["cluster"], status=status)
+
+
+def throttled_clients(readings: dict[int, dict]) -> list[dict]:
+    """Per (quota type, user, client-id): throttle time now (the largest over brokers,
+    Kafka's throttle-time sensor) and the throttle time given in all, from the brokers'
+    /metrics as the monitor last read them."""
+    rows: dict[tuple, dict] = {}
+    for broker_id, reading in sorted(readings.items()):
+        for t in (reading.get("throttle") or {}).values():
+            key = (t["type"], t["user"], t["client_id"])
+            row = rows.setdefault(key, {**t, "throttle_ms": 0.0, "total_ms": 0.0, "brokers": []})
+            row["throttle_ms"] = max(row["throttle_ms"], t.get("throttle_ms", 0.0))
+            row["total_ms"] += t.get("total_ms", 0.0)
+            row["brokers"].append(broker_id)
+    return [rows[k] for k in sorted(rows)]
 
 
 @require_POST

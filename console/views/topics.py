@@ -97,8 +97,25 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "config_keys": sorted(validation.TOPIC_CONFIGS),
         "max_rf": max((len(p["replicas"]) for p in detail["partitions"]), default=0),
         "protected": refusal(name, "add partitions to or delete"),
+
+        "cleaner": cleaner_status(name, history.all_broker_metrics()),
+        "compacted": any(
+            c["name"] == "cleanup.policy" and "compact" in c["value"] for c in configs
+        ),
     }
     return page(request, "console/topic.html", context, subs, status=status)
+
+
+def cleaner_status(topic: str, readings: dict[int, dict]) -> list[dict]:
+    """The log cleaner's view of each replica of a compacted topic, from the brokers'
+    /metrics (quill_log_cleaner_*) as the monitor last read them."""
+    rows = []
+    for broker_id, reading in sorted(readings.items()):
+        for key, st in (reading.get("cleaner") or {}).items():
+            name, _, partition = key.rpartition("/")
+            if name == topic:
+                rows.append({"partition": int(partition), "broker": broker_id, **st})
+    return sorted(rows, key=lambda r: (r["partition"], r["broker"]))
 
 
 @require_POST

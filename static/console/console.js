@@ -166,7 +166,7 @@
       return el;
     };
     if (!points.length) {
-      add("text", { x: L, y: H / 2 }, "No lag samples yet (the monitor records one a second).");
+      add("text", { x: L, y: H / 2 }, svg.dataset.empty || "No lag samples yet (the monitor records one a second).");
       return;
     }
     const t0 = points[0][0], t1 = Math.max(points[points.length - 1][0], t0 + 60);
@@ -176,7 +176,8 @@
     for (let i = 0; i <= 4; i++) {
       const v = (ymax * i) / 4, yy = y(v);
       add("line", { x1: L, x2: W - R, y1: yy, y2: yy, class: "grid" });
-      add("text", { x: L - 6, y: yy + 3, "text-anchor": "end" }, Math.round(v).toLocaleString());
+      const label = ymax < 10 ? v.toFixed(1) : Math.round(v).toLocaleString();
+      add("text", { x: L - 6, y: yy + 3, "text-anchor": "end" }, label);
     }
     for (let i = 0; i <= 4; i++) {
       const t = t0 + ((t1 - t0) * i) / 4;
@@ -196,7 +197,8 @@
       const name = svg.dataset.series;
       if (!series[name]) {
         const src = document.getElementById(svg.dataset.source);
-        series[name] = src ? JSON.parse(src.textContent) : [];
+        const data = src ? JSON.parse(src.textContent) : [];
+        series[name] = Array.isArray(data) ? data : data[name] || []; // one series, or by name
       }
       drawChart(svg, series[name]);
     });

@@ -106,6 +106,7 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
     ]
     cache.brokers = brokers
     cache.topics = topics
+    server.metrics.topics.retain(topics)  # deleted topics' metrics go, as in Kafka
     cache.controller_id = req.controller_id
     server.metadata_updated()
     if deleted and server.group_coordinator is not None:

@@ -49,6 +49,7 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
                 )
             if r.error != ErrorCode.none:
                 errors = True
+
             region = r.region
             records: Any = b""
             if region is not None and r.size:
@@ -79,12 +80,14 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
             break
-        await server.replicas.wait_for_data(keys, remaining)
+        with server.metrics.purgatory.parked("Fetch"):
+            await server.replicas.wait_for_data(keys, remaining)
     throttle_ms = 0
     if req.replica_id < 0:  # consumers; followers have the replication throttles
         throttle_ms = fetch_throttle(server.quotas, header.client_id, total)
         if throttle_ms > 0:
             topics = []  # as Kafka: a throttled fetch is answered empty
+        server.metrics.topics.fetched(topics)
     return encode_fetch_response(
         header.api_version, header.correlation_id, topics, throttle_ms=throttle_ms
     )

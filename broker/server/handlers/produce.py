@@ -62,6 +62,7 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
                     acks=acks,
                     zstd_allowed=header.api_version >= 7,
                 )
+                server.metrics.topics.produced(topic.name, r, len(pd.records or b""))
                 result = {
                     "error_code": r.error,
                     "error_message": r.message,
@@ -79,9 +80,10 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
         responses.append({"name": topic.name, "partition_responses": partitions})
     if waits:
         timeout_s = max(ms(req.timeout), 0) / 1000.0
-        await asyncio.gather(
-            *(_await_replication(server, t, res, off, timeout_s) for t, res, off in waits)
-        )
+        with server.metrics.purgatory.parked("Produce"):
+            await asyncio.gather(
+                *(_await_replication(server, t, res, off, timeout_s) for t, res, off in waits)
+            )
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time": 0}
