@@ -32,6 +32,7 @@ from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import KafkaApis
 from .cluster_sync import ClusterSync
 from .config import BrokerConfig, parse_listener
+from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 from .metadata_cache import MetadataCache
 from .network import SocketServer
 from .quotas import QuotaConfigSync
@@ -65,6 +66,11 @@ class KafkaServer:
             queued_max_requests=config["queued.max.requests"],
             send_buffer=config["socket.send.buffer.bytes"],
             receive_buffer=config["socket.receive.buffer.bytes"],
+            quotas=ConnectionQuotas(
+                config["max.connections"], config["max.connections.per.ip"], config.ip_overrides
+            ),
+            memory_pool=RequestMemoryPool(config["queued.max.request.bytes"]),
+            max_idle_ms=config["connections.max.idle.ms"],
         )
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
@@ -153,7 +159,7 @@ class KafkaServer:
         cfg = self.config
         started = time.monotonic()
         log.info("starting broker %d", cfg.broker_id)
-        await asyncio.to_thread(self.zk.start, 30.0)
+        await asyncio.to_thread(self.zk.start, cfg.zookeeper_connection_timeout_ms / 1000.0)
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
         self.cache.cluster_id = cluster_id
         props = dict(cfg.raw, **{"log.dirs": ",".join(cfg.log_dirs)})

@@ -54,7 +54,8 @@ class KafkaZkClient:
             self.zk.start(timeout=timeout_s)
         except KazooTimeoutError:
             raise ZkError(
-                f"Cannot reach ZooKeeper at {self.connect} within {timeout_s:.0f}s "
+                f"Cannot reach ZooKeeper at {self.connect} within "
+                f"zookeeper.connection.timeout.ms={timeout_s * 1000:.0f} "
                 "(is it running? check zookeeper.connect)"
             ) from None
         for path in PERSISTENT_PATHS:
