@@ -28,6 +28,7 @@ from .znodes import (
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
+    LogDirEventNotificationZNode,
     ProducerIdBlockZNode,
     TopicAssignment,
     TopicPartitionStateZNode,
@@ -315,6 +316,13 @@ class KafkaZkClient:
         path = f"{IsrChangeNotificationZNode.path}/{IsrChangeNotificationZNode.prefix}"
         self.zk.create(
             path, IsrChangeNotificationZNode.encode(partitions), sequence=True, makepath=True
+        )
+
+    def notify_log_dir_failure(self, broker_id: int) -> None:
+        """/log_dir_event_notification/log_dir_event_<seq>: a log dir of ours is offline."""
+        path = f"{LogDirEventNotificationZNode.path}/{LogDirEventNotificationZNode.prefix}"
+        self.zk.create(
+            path, LogDirEventNotificationZNode.encode(broker_id), sequence=True, makepath=True
         )
 
     # -- configs ---------------------------------------------------------------------
