@@ -176,6 +176,30 @@ def test_half_sent_requests_hold_only_what_was_sent(busy_broker):
     w.close()
 
 
+def test_request_memory_pool_mutes_readers_until_memory_comes_back(busy_broker):
+    """queued.max.request.bytes=4 MB: while one client holds 4.5 MB of a request being
+    read, another client's next request is not read; once the first goes, it is."""
+    big = _connect(busy_broker.bootstrap)
+    big.sendall(struct.pack(">i", 5 * 1024 * 1024) + b"\0" * (4608 * 1024))
+    other = _connect(busy_broker.bootstrap, timeout=3.0)
+    # answered until the broker has read enough of the big one to spend the pool; then
+    # muted (the kernel holds the rest of the big one until the broker reads it)
+    pending = None
+    for correlation in range(1, 200):
+        try:
+            assert _round_trip(other, correlation) == correlation
+        except TimeoutError:
+            pending = correlation
+            break
+    assert pending is not None, "never muted although the pool was spent"
+    big.close()
+    other.settimeout(60.0)
+    size = struct.unpack(">i", _read_exact(other, 4))[0]
+    assert struct.unpack(">i", _read_exact(other, size)[:4])[0] == pending
+    assert _round_trip(other, 999) == 999
+    other.close()
+
+
 def test_reader_that_never_reads_costs_bounded_memory(busy_broker):
     """A client sends fetch after fetch of 1 MB and reads nothing: the broker stops
     reading from it (its sends block) and its memory stays bounded, while another
