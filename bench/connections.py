@@ -9,8 +9,10 @@
   partitions, with the ``--connections`` held open and with none, alternating for
   ``--rounds`` rounds (best of each);
 - ``--partitions``: a topic with that many partitions (one record each) next to the
-  held connections, then ``kill -9`` and a restart: the time from start to the
-  broker's "started" line (log recovery after an unclean shutdown) and to healthy.
+  held connections (about one record each), then ``kill -9`` and a restart, once per
+  ``--recovery-threads`` value (num.recovery.threads.per.data.dir): the broker's own
+  start-up time (log recovery after an unclean shutdown) and the time to healthy;
+  then the throughput again with the connections held and all those partitions.
 
 Figures are printed, never asserted. See docs/benchmarks.md.
 """
@@ -46,7 +48,8 @@ def rss_bytes(pid: int) -> int:
 def open_connections(host: str, port: int, count: int) -> list[socket.socket]:
     held = []
     for _ in range(count):
-        s = socket.create_connection((host, port), timeout=30)
+        # generous: a broker just restarted with 10,000 partitions is busy for a while
+        s = socket.create_connection((host, port), timeout=600)
         s.sendall(API_VERSIONS_V0)
         size = struct.unpack(">i", _read(s, 4))[0]
         _read(s, size)
@@ -102,9 +105,9 @@ def throughput(bootstrap: str, label: str, records: int) -> dict:
     return {"produce_records_per_s": round(produce), "consume_records_per_s": round(consume)}
 
 
-def many_partitions(cluster, partitions: int) -> dict:
-    """``partitions`` partitions (topics of 1,000), one record each, then kill -9 and
-    restart."""
+def many_partitions(cluster, partitions: int, recovery_threads: list[int]) -> dict:
+    """``partitions`` partitions (topics of 1,000, about one record each by key), then
+    a kill -9 and restart per ``recovery_threads`` value."""
     bootstrap = cluster.bootstrap
     started = time.perf_counter()
     chunk = 1000  # topics of 1,000 partitions: one CreateTopics stays within its timeout
@@ -119,23 +122,32 @@ def many_partitions(cluster, partitions: int) -> dict:
             check=True,
             capture_output=True,
         )
-    created_s = time.perf_counter() - started
-    proc = cluster.brokers[1]
+    results = {"partitions": partitions, "create_s": round(time.perf_counter() - started, 1)}
+    for threads in recovery_threads:
+        results[f"recovery_threads_{threads}"] = kill_and_restart(cluster.brokers[1], threads)
+    return results
+
+
+def kill_and_restart(proc, recovery_threads: int) -> dict:
+    """kill -9, then start with num.recovery.threads.per.data.dir=``recovery_threads``:
+    the broker's own "started in" figure (log loading and recovery included) and the
+    time to healthy."""
     proc.kill()
+    proc.spec.env["QUILL_NUM_RECOVERY_THREADS_PER_DATA_DIR"] = str(recovery_threads)
     before = proc.spec.log_path.stat().st_size
     restart = time.perf_counter()
     proc.start()
-    proc.wait_healthy(600)
+    proc.wait_healthy(900)
     healthy_s = time.perf_counter() - restart
     log_text = proc.spec.log_path.read_bytes()[before:].decode(errors="replace")
     m = re.search(r"started in ([\d.]+)s \(cluster id \S+, (\d+) partition logs\)", log_text)
-    return {
-        "partitions": partitions,
-        "create_s": round(created_s, 1),
+    figures = {
         "start_after_kill9_s": float(m.group(1)) if m else None,
         "partition_logs": int(m.group(2)) if m else None,
         "restart_to_healthy_s": round(healthy_s, 1),
     }
+    print(f"restart, {recovery_threads} recovery thread(s): {figures}", file=sys.stderr)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=500_000)
     p.add_argument("--rounds", type=int, default=3, help="best of this many, alternating")
     p.add_argument("--partitions", type=int, default=0, help="0: skip the partitions part")
+    p.add_argument(
+        "--recovery-threads",
+        type=int,
+        nargs="+",
+        default=[1, 8],
+        help="num.recovery.threads.per.data.dir of each kill -9 and restart",
+    )
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     results: dict = {"connections": args.connections, "records": args.records}
@@ -176,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, runs in rounds.items():
             results[name] = {key: max(r[key] for r in runs) for key in runs[0]}
         if args.partitions:
-            results["many_partitions"] = many_partitions(cluster, args.partitions)
+            results["many_partitions"] = many_partitions(
+                cluster, args.partitions, args.recovery_threads
+            )
             print(f"partitions: {results['many_partitions']}", file=sys.stderr)
             for s in held:
                 s.close()
