@@ -30,6 +30,21 @@ def storage_error(message: str) -> KafkaError:
     return KafkaError(ErrorCode.kafka_storage_error, message)
 
 
+def write_failure(
+    channel: LogDirFailureChannel | None, log_dir: Path, where: str, exc: OSError, what: str
+) -> KafkaError:
+    """KAFKA_STORAGE_ERROR for a failed ``what`` ("append", "flush") of ``where``: a
+    full disk refuses just that append (the segment already cut it back); any other
+    error takes ``log_dir`` offline through ``channel``."""
+    if what == "append" and is_disk_full(exc):
+        return storage_error(
+            f"No space left to append to {where} ({exc.strerror}); nothing of the batch was written"
+        )
+    if channel is not None:
+        channel.fail(log_dir, f"{what} of {where} failed: {exc}")
+    return storage_error(f"The {what} of {where} failed ({exc}); the log dir is offline")
+
+
 class LogDirFailureChannel:
     """Offline log dirs, each reported once to every listener."""
 

@@ -26,7 +26,7 @@ from broker.log.append import (
 )
 from broker.log.checkpoint import fsync_dir
 from broker.log.config import LogConfig
-from broker.log.dir_failure import LogDirFailureChannel, is_disk_full, storage_error
+from broker.log.dir_failure import LogDirFailureChannel, storage_error, write_failure
 from broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from broker.log.loader import load_segments, rebuild_producer_state
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
@@ -142,17 +142,8 @@ class Log(LogTransactions):
             )
 
     def _io_failure(self, exc: OSError, what: str) -> KafkaError:
-        """KAFKA_STORAGE_ERROR for a failed write: a full disk refuses just this append
-        (already cut back by the segment); any other error takes the dir offline."""
         where = f"{self.topic}-{self.partition} in log dir {self.dir.parent}"
-        if what == "append" and is_disk_full(exc):
-            return storage_error(
-                f"No space left to append to {where} ({exc.strerror}); nothing of the "
-                "batch was written"
-            )
-        if self.failure_channel is not None:
-            self.failure_channel.fail(self.dir.parent, f"{what} of {where} failed: {exc}")
-        return storage_error(f"The {what} of {where} failed ({exc}); the log dir is offline")
+        return write_failure(self.failure_channel, self.dir.parent, where, exc, what)
 
     def __repr__(self) -> str:
         return f"Log({self.dir}, start={self._log_start_offset}, end={self._leo})"
