@@ -83,6 +83,7 @@ def idle_broker(cluster_factory):
         **{
             "connections.max.idle.ms": "1500",
             "max.connections.per.ip.overrides": f"{LIMITED_IP}:2",
+            "socket.request.max.bytes": "100000",
         },
     )
 
@@ -110,6 +111,16 @@ def test_idle_connection_is_closed_and_busy_one_is_not(idle_broker):
     assert _closed_by_broker(idle)
     assert _round_trip(busy, 99) == 99
     busy.close()
+
+
+def test_request_over_socket_request_max_bytes_closes_the_connection(idle_broker):
+    over = _connect(idle_broker.bootstrap)
+    over.sendall(struct.pack(">i", 100_001) + b"\0" * 1000)
+    assert _closed_by_broker(over)
+    fine = _connect(idle_broker.bootstrap)
+    assert _round_trip(fine, 5) == 5
+    fine.close()
+    assert "outside [8, socket.request.max.bytes=100000]" in idle_broker.broker(1).log_tail(200)
 
 
 def test_per_ip_override_refuses_the_third_connection(idle_broker):
