@@ -251,6 +251,19 @@ class Connection(asyncio.Protocol):
                 self.transport.abort()
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """Bound and listening: an empty host is every address (IPv4 and IPv6 where the
+    machine has both), a name or address binds its first resolved address."""
+    if not host and socket.has_dualstack_ipv6():
+        return socket.create_server(
+            ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=1024
+        )
+    family, _, _, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    return socket.create_server(address[:2], family=family, backlog=1024)
+
+
 class SocketServer:
     """Listens on addresses, counts connections against their quotas and hands each
     frame to ``handler``."""
@@ -281,7 +294,7 @@ class SocketServer:
         self._tasks: list[asyncio.Task] = []
 
     async def listen(self, host: str, port: int) -> int:
-        sock = socket.create_server((host or "", port), backlog=1024, reuse_port=False)
+        sock = _listening_socket(host, port)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.send_buffer > 0:
@@ -305,7 +318,7 @@ class SocketServer:
                 log.warning("accepting a connection failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            ip = addr[0]
+            ip = addr[0].removeprefix("::ffff:")  # IPv4 on a dual-stack socket
             refused = self.quotas.admit(ip)
             if refused is not None:
                 log.info("rejected connection from %s: %s", ip, refused)
