@@ -125,7 +125,37 @@ def many_partitions(cluster, partitions: int, recovery_threads: list[int]) -> di
     results = {"partitions": partitions, "create_s": round(time.perf_counter() - started, 1)}
     for threads in recovery_threads:
         results[f"recovery_threads_{threads}"] = kill_and_restart(cluster.brokers[1], threads)
+        settled = time.perf_counter()
+        wait_leaders(bootstrap, partitions)
+        results[f"recovery_threads_{threads}"]["healthy_to_all_led_s"] = round(
+            time.perf_counter() - settled, 1
+        )
     return results
+
+
+def wait_leaders(bootstrap: str, partitions: int) -> None:
+    """Until Metadata shows a leader for each of the ``partitions`` (the broker
+    applies the controller's LeaderAndIsr for all of them after a restart)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.perf_counter() + 1200
+    while time.perf_counter() < deadline:
+        try:
+            topics = admin.list_topics(timeout=120).topics
+        except Exception:  # noqa: BLE001 - busy broker: ask again
+            continue
+        led = sum(
+            1
+            for name, meta in topics.items()
+            if name.startswith("wide-")
+            for part in meta.partitions.values()
+            if part.leader >= 0
+        )
+        if led >= partitions:
+            return
+        time.sleep(1)
+    raise RuntimeError("partitions still without a leader after 1,200 s")
 
 
 def kill_and_restart(proc, recovery_threads: int) -> dict:
@@ -137,10 +167,18 @@ def kill_and_restart(proc, recovery_threads: int) -> dict:
     before = proc.spec.log_path.stat().st_size
     restart = time.perf_counter()
     proc.start()
+    # the old registration lingers until its ZooKeeper session expires, so healthy
+    # alone could be the dead broker's: wait for this start's own "started" line
+    started = re.compile(r"started in ([\d.]+)s \(cluster id \S+, (\d+) partition logs\)")
+    deadline = time.perf_counter() + 900
+    while (
+        m := started.search(proc.spec.log_path.read_bytes()[before:].decode("ascii", "replace"))
+    ) is None:
+        if time.perf_counter() > deadline:
+            raise RuntimeError("the broker did not start within 900 s")
+        time.sleep(0.2)
     proc.wait_healthy(900)
     healthy_s = time.perf_counter() - restart
-    log_text = proc.spec.log_path.read_bytes()[before:].decode(errors="replace")
-    m = re.search(r"started in ([\d.]+)s \(cluster id \S+, (\d+) partition logs\)", log_text)
     figures = {
         "start_after_kill9_s": float(m.group(1)) if m else None,
         "partition_logs": int(m.group(2)) if m else None,
