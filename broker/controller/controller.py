@@ -8,7 +8,8 @@ conditional writes, carrying its ``/controller_epoch``.
 What it does today: elect itself, create the state of new topics and partitions,
 carry out topic deletions, and move leadership off brokers that left when an in-sync
 replica is alive (or bring an offline partition back when its in-sync replica
-returns). Replication and ISR management grow here with the cluster issue.
+returns), and off the replicas of a log dir a broker reported offline
+(``log_dir_events.py``).
 """
 
 from __future__ import annotations
@@ -229,12 +230,18 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - it may be stopping: its exit will tell
                 log.warning("cannot ask broker %d for its log dirs: %r", broker_id, exc)
                 continue
-            written = self._move_off(broker_id, offline)
+            moved, pending = 0, offline
+            for _attempt in range(3):  # a conditional write that lost a race: re-read, retry
+                written = self._move_off(broker_id, pending)
+                moved += sum(1 for v in written.values() if v is not None)
+                pending = [key for key, v in written.items() if v is None]
+                if not pending:
+                    break
             log.warning(
                 "broker %d lost a log dir: %d offline replica(s), %d moved off it",
                 broker_id,
                 len(offline),
-                sum(1 for v in written.values() if v is not None),
+                moved,
             )
             self._metadata_dirty = True
 
