@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.localstack import local_cluster  # noqa: E402
+from bench.localstack import emit, local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
 
 SESSION_MS = 6000
@@ -173,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         results["controlled_shutdown"] = controlled_shutdown(cluster, args.shutdown_partitions)
         print(f"controlled shutdown: {results['controlled_shutdown']}", file=sys.stderr)
         zk.stop()
-    print(json.dumps(results, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    return emit(results, args.json)
 
 
 if __name__ == "__main__":

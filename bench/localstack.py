@@ -63,3 +63,14 @@ def local_cluster(n_brokers: int = 1, overrides: dict | None = None, event_loop:
         for proc in reversed(started):
             proc.stop()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def emit(results: dict, json_path: str | None) -> int:
+    """Print a benchmark's results as JSON (and write them to ``json_path``); exit code."""
+    import json
+
+    text = json.dumps(results, indent=2)
+    print(text)
+    if json_path:
+        Path(json_path).write_text(text + "\n")
+    return 0

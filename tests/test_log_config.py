@@ -37,7 +37,7 @@ def test_from_props_parses_types() -> None:
         {
             "retention.ms": "-1",
             "cleanup.policy": "compact, delete",
-            "preallocate": "TRUE",
+            "message.downconversion.enable": "FALSE",
             "min.cleanable.dirty.ratio": "0.25",
             "compression.type": "zstd",
             "message.timestamp.type": "LogAppendTime",
@@ -45,7 +45,7 @@ def test_from_props_parses_types() -> None:
     )
     assert c.retention_ms == -1
     assert c.cleanup_policy == ("compact", "delete") and c.compact and c.delete
-    assert c.preallocate is True
+    assert c.message_downconversion_enable is False
     assert c.min_cleanable_dirty_ratio == 0.25
     assert c.target_codec == 4
     assert c.log_append_time

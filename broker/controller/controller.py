@@ -8,7 +8,8 @@ conditional writes, carrying its ``/controller_epoch``.
 What it does today: elect itself, create the state of new topics and partitions,
 carry out topic deletions, and move leadership off brokers that left when an in-sync
 replica is alive (or bring an offline partition back when its in-sync replica
-returns). Replication and ISR management grow here with the cluster issue.
+returns), and off the replicas of a log dir a broker reported offline
+(``log_dir_events.py``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from ..zk.znodes import (
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     TopicAssignment,
     TopicsZNode,
     TopicZNode,
 )
-from . import election
+from . import election, log_dir_events
 from .channel import ControllerChannel
 from .context import ControllerContext
 from .reassignment import REASSIGN_PATH, Reassigner
@@ -180,31 +182,7 @@ class Controller:
         """
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
-        live = self._live_brokers()
-        hosted = [
-            (topic, partition)
-            for topic in self.zk.get_all_topics()
-            for partition, replicas in (
-                self.zk.get_topic_assignment(topic) or TopicAssignment({})
-            ).partitions.items()
-            if broker_id in replicas
-        ]
-        updates = {}
-        for key, state in self.zk.get_partition_states(hosted).items():
-            if broker_id not in (state.leader, *state.isr):
-                continue
-            others = [b for b in state.isr if b != broker_id and b in live]
-            if not others:
-                continue  # no live in-sync replica to take over: nothing to wait for
-            moved = state.leader == broker_id
-            updates[key] = LeaderAndIsr(
-                leader=others[0] if moved else state.leader,
-                leader_epoch=state.leader_epoch + (1 if moved else 0),
-                isr=others if moved else [b for b in state.isr if b != broker_id],
-                controller_epoch=self.epoch,
-                zk_version=state.zk_version,
-            )
-        written = self.zk.update_partition_states(updates)
+        written = self._move_off(broker_id, self._hosted(broker_id))
         remaining = sorted(key for key, version in written.items() if version is None)
         log.info(
             "controlled shutdown of broker %d: %d partition(s) could not move yet",
@@ -212,6 +190,60 @@ class Controller:
             len(remaining),
         )
         return remaining
+
+    def _hosted(self, broker_id: int) -> list[tuple[str, int]]:
+        return [
+            (topic, partition)
+            for topic in self.zk.get_all_topics()
+            for partition, replicas in (
+                self.zk.get_topic_assignment(topic) or TopicAssignment({})
+            ).partitions.items()
+            if broker_id in replicas
+        ]
+
+    def _move_off(self, broker_id: int, keys: list[tuple[str, int]]) -> dict:
+        """Take ``broker_id`` out of the leadership and ISR of ``keys`` where another
+        live in-sync replica can take over; {key: new zk version or None (lost race)}."""
+        live = self._live_brokers()
+        updates = {}
+        for key, state in self.zk.get_partition_states(keys).items():
+            new = log_dir_events.without_broker(state, broker_id, live, self.epoch)
+            if new is not None:
+                updates[key] = new
+        return self.zk.update_partition_states(updates)
+
+    def _on_log_dir_events(self, children: list[str]) -> None:
+        """Brokers lost a log dir: move leadership and ISR off their offline replicas."""
+        if self.epoch is None or not children or self.channel is None:
+            return
+        for broker_id in sorted(log_dir_events.take_events(self.client, children)):
+            info = self.ctx.brokers.get(broker_id)
+            if info is None:
+                continue  # gone altogether: the broker change handles it
+            try:
+                offline = log_dir_events.offline_replicas(
+                    self.channel.loop,
+                    (info.host, info.port),
+                    self.broker_id,
+                    self._hosted(broker_id),
+                )
+            except Exception as exc:  # noqa: BLE001 - it may be stopping: its exit will tell
+                log.warning("cannot ask broker %d for its log dirs: %r", broker_id, exc)
+                continue
+            moved, pending = 0, offline
+            for _attempt in range(3):  # a conditional write that lost a race: re-read, retry
+                written = self._move_off(broker_id, pending)
+                moved += sum(1 for v in written.values() if v is not None)
+                pending = [key for key, v in written.items() if v is None]
+                if not pending:
+                    break
+            log.warning(
+                "broker %d lost a log dir: %d offline replica(s), %d moved off it",
+                broker_id,
+                len(offline),
+                moved,
+            )
+            self._metadata_dirty = True
 
     def _on_elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None
@@ -421,6 +453,11 @@ class Controller:
                 self.client,
                 IsrChangeNotificationZNode.path,
                 lambda c: self._events.put(("isr_notifications", c)),
+            )
+            ChildrenWatch(
+                self.client,
+                LogDirEventNotificationZNode.path,
+                lambda c: self._events.put(("log_dir_events", c)),
             )
         else:  # elected again: the watches exist, so catch up by hand
             self._on_topics(self.zk.get_all_topics(), ensure_all=True)

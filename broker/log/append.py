@@ -95,7 +95,7 @@ def maybe_recompress(records, headers: Sequence[BatchHeader], config: LogConfig)
         raise KafkaError(
             ErrorCode.invalid_record, "Compressed outer record has more than one batch"
         )
-    out = bytearray(recompress(records, headers[0], target))
+    out = bytearray(recompress(records, headers[0], target, config.compression_level))
     header = read_batch_header(out, 0)
     if header.size > config.max_message_bytes:
         raise KafkaError(

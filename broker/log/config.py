@@ -423,6 +423,18 @@ class LogConfig:
             raise _invalid(
                 "compression.gzip.level", gzip, "Value must be between 1 and 9, or -1 (default)"
             )
+        if self.remote_storage_enable:  # Kafka's words when remote.log.storage is off
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                "configured with remote log storage (remote.storage.enable=true).",
+            )
+        if self.preallocate:
+            raise KafkaError(
+                ErrorCode.invalid_config,
+                "preallocate=true is not supported: segment files grow as records are "
+                "appended (set preallocate/log.preallocate to false or leave it out).",
+            )
 
     # --- derived settings (Kafka's LogConfig getters) ----------------------------------
 
@@ -468,6 +480,16 @@ class LogConfig:
     def target_codec(self) -> int | None:
         """The codec id appends must be stored with, or None to keep the producer's."""
         return CODEC_IDS.get(self.compression_type)
+
+    @property
+    def compression_level(self) -> int | None:
+        """compression.<codec>.level of compression.type's codec (KIP-390), used when
+        the broker recompresses; None where the codec has no levels."""
+        return {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }.get(self.compression_type)
 
     # --- DescribeConfigs -----------------------------------------------------------------
 

@@ -153,6 +153,10 @@ class _Index:
         os.write(self._open(), raw)
         self._dirty = True
 
+    def truncate_to_entries(self, entries: int) -> None:
+        """Keep the first ``entries`` entries (an append that failed part-way goes)."""
+        self._truncate_to_entries(entries)
+
     def _truncate_to_entries(self, entries: int) -> None:
         self._ensure_loaded()
         if entries >= self.entries:

@@ -26,6 +26,7 @@ from broker.log.append import (
 )
 from broker.log.checkpoint import fsync_dir
 from broker.log.config import LogConfig
+from broker.log.dir_failure import LogDirFailureChannel, storage_error, write_failure
 from broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from broker.log.loader import load_segments, rebuild_producer_state
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
@@ -127,6 +128,23 @@ class Log(LogTransactions):
         self.txn_index.truncate_to(self._leo)
         self.closed = False
 
+    #: set by LogManager: a failed write or fsync takes this log's dir offline through it
+    failure_channel: LogDirFailureChannel | None = None
+
+    @property
+    def offline(self) -> bool:
+        return self.failure_channel is not None and self.failure_channel.is_offline(self.dir.parent)
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise storage_error(
+                f"{self.topic}-{self.partition} is in offline log dir {self.dir.parent}"
+            )
+
+    def _io_failure(self, exc: OSError, what: str) -> KafkaError:
+        where = f"{self.topic}-{self.partition} in log dir {self.dir.parent}"
+        return write_failure(self.failure_channel, self.dir.parent, where, exc, what)
+
     def __repr__(self) -> str:
         return f"Log({self.dir}, start={self._log_start_offset}, end={self._leo})"
 
@@ -192,6 +210,7 @@ class Log(LogTransactions):
         timestamps and idempotent-producer state, recompresses if compression.type
         says so, rolls if needed, writes. A retried batch returns its original offsets
         with ``duplicate=True`` and writes nothing."""
+        self._check_online()
         config = self.config
         if memoryview(records).readonly:  # offsets are written in place: copy (same positions)
             records = bytearray(records)
@@ -240,6 +259,7 @@ class Log(LogTransactions):
     ) -> LogAppendInfo | None:
         """Append batches that already carry offsets (replication); see
         append.follower_batches for what is refused. None if nothing was appended."""
+        self._check_online()
         valid, headers = follower_batches(records, self._leo)
         if not headers:
             return None
@@ -274,10 +294,13 @@ class Log(LogTransactions):
     def _append(
         self, records, first: int, last: int, max_ts: int, offset_of_max: int, now: int
     ) -> None:
-        segment = self.active_segment
-        if segment.should_roll(len(records), max_ts, last, now, self.config):
-            segment = self.roll(first, now_ms=now)
-        segment.append(last, max_ts, offset_of_max, records)
+        try:
+            segment = self.active_segment
+            if segment.should_roll(len(records), max_ts, last, now, self.config):
+                segment = self.roll(first, now_ms=now)
+            segment.append(last, max_ts, offset_of_max, records)
+        except OSError as exc:
+            raise self._io_failure(exc, "append") from None
         self._leo = last + 1
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -346,6 +369,7 @@ class Log(LogTransactions):
         """A slice of one segment starting at the batch holding ``fetch_offset``, not
         past ``max_offset`` (exclusive; the HW for consumers). None when there is
         nothing to return. Raises OFFSET_OUT_OF_RANGE outside [log start, LEO]."""
+        self._check_online()
         if fetch_offset < self._log_start_offset or fetch_offset > self._leo:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
@@ -563,13 +587,16 @@ class Log(LogTransactions):
         self.last_flush_ms = wall_clock_ms() if now_ms is None else now_ms
         start = max(self._floor_index(self.recovery_point), 0)
         new_segment = False
-        for seg in self.segments[start:]:
-            if seg.base_offset >= offset:
-                break
-            seg.flush()
-            new_segment |= seg.base_offset >= self.recovery_point
-        if new_segment:
-            fsync_dir(self.dir)
+        try:
+            for seg in self.segments[start:]:
+                if seg.base_offset >= offset:
+                    break
+                seg.flush()
+                new_segment |= seg.base_offset >= self.recovery_point
+            if new_segment:
+                fsync_dir(self.dir)
+        except OSError as exc:  # an fsync that failed: what is on disk is in doubt
+            raise self._io_failure(exc, "flush") from None
         self.recovery_point = offset
         if self._pending_flush_offset is not None and self._pending_flush_offset <= offset:
             self._pending_flush_offset = None

@@ -11,6 +11,7 @@ methods) from its loop; each is cheap when nothing is due.
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import logging
 import os
@@ -31,9 +32,11 @@ from broker.log.checkpoint import (
 )
 from broker.log.cleaner import LogCleaner
 from broker.log.config import LogConfig
+from broker.log.dir_failure import LogDirFailureChannel, is_disk_full, storage_error
 from broker.log.log import Log, is_delete_dir, parse_topic_partition
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from broker.log.segment import DeletionQueue
+from broker.protocol.errors import KafkaError
 
 __all__ = ["LogDirLockedError", "LogManager", "MetaPropertiesError", "read_meta_properties"]
 
@@ -92,6 +95,7 @@ class LogManager:
         cleaner_enable: bool = True,
         cleaner_backoff_ms: int = 15000,
         cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024,
+        recovery_threads_per_data_dir: int = 1,
         now_ms: int | None = None,
     ) -> None:
         if not log_dirs:
@@ -108,8 +112,11 @@ class LogManager:
             dedupe_buffer_size=cleaner_dedupe_buffer_size,
         )
         self._logs: dict[TopicPartition, Log] = {}
+        self.failure_channel = LogDirFailureChannel()
         self._doomed_dirs: list[tuple[int, Path, Log | None]] = []
         self._locks: list[int] = []
+        self.recovery_threads = max(1, recovery_threads_per_data_dir)
+        self._dirs_seen: dict[TopicPartition, Path] = {}
         now = _now_ms() if now_ms is None else now_ms
         self._intervals = {
             "cleanup": retention_check_interval_ms,
@@ -145,6 +152,7 @@ class LogManager:
             "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
             "cleaner_backoff_ms": "log.cleaner.backoff.ms",
             "cleaner_dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
+            "recovery_threads_per_data_dir": "num.recovery.threads.per.data.dir",
         }
         for arg, key in intervals.items():
             if key in props and arg not in kwargs:
@@ -223,41 +231,58 @@ class LogManager:
             return {}
 
     def _load_logs(self, now: int) -> None:
-        for d in self.log_dirs:
-            marker = d / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
-            starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
-            hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
-            for sub in sorted(p for p in d.iterdir() if p.is_dir()):
-                if is_delete_dir(sub.name):
-                    shutil.rmtree(sub, ignore_errors=True)
-                    continue
-                if sub.name.endswith(("-future", "-stray")):
-                    continue
-                try:
-                    tp = parse_topic_partition(sub.name)
-                except ValueError:
-                    log.warning("Ignoring directory %s: not in the form topic-partition", sub)
-                    continue
-                if tp in self._logs:
-                    raise RuntimeError(
-                        f"Duplicate log directories for {tp[0]}-{tp[1]} are found in both "
-                        f"{self._logs[tp].dir} and {sub}."
-                    )
-                self._logs[tp] = Log(
-                    sub,
-                    self.config_for(tp[0]),
-                    recovery_point=recovery.get(tp, 0),
-                    log_start_offset=starts.get(tp, 0),
-                    high_watermark=hws.get(tp),
-                    had_clean_shutdown=clean,
-                    producer_id_expiration_ms=self.producer_id_expiration_ms,
-                    deleter=self.deleter,
-                    now_ms=now,
+        """Load (and after an unclean stop, recover) every log, each dir's logs on
+        ``num.recovery.threads.per.data.dir`` threads (Kafka's): recovery is mostly
+        fsync and file opening, which run outside the GIL."""
+        with concurrent.futures.ThreadPoolExecutor(
+            self.recovery_threads * len(self.log_dirs), thread_name_prefix="log-recovery"
+        ) as pool:
+            loading = [(d, self._load_dir(d, now, pool)) for d in self.log_dirs]
+            for d, futures in loading:
+                for tp, future in futures:
+                    self._logs[tp] = future.result()
+                    self._logs[tp].failure_channel = self.failure_channel
+                marker = d / CLEAN_SHUTDOWN_FILE
+                if marker.exists():
+                    marker.unlink()
+
+    def _load_dir(self, d: Path, now: int, pool) -> list:
+        clean = (d / CLEAN_SHUTDOWN_FILE).exists()
+        recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+        hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+        futures = []
+        for sub in sorted(p for p in d.iterdir() if p.is_dir()):
+            if is_delete_dir(sub.name):
+                shutil.rmtree(sub, ignore_errors=True)
+                continue
+            if sub.name.endswith(("-future", "-stray")):
+                continue
+            try:
+                tp = parse_topic_partition(sub.name)
+            except ValueError:
+                log.warning("Ignoring directory %s: not in the form topic-partition", sub)
+                continue
+            if tp in self._dirs_seen:
+                raise RuntimeError(
+                    f"Duplicate log directories for {tp[0]}-{tp[1]} are found in both "
+                    f"{self._dirs_seen[tp]} and {sub}."
                 )
-            if clean:
-                marker.unlink()
+            self._dirs_seen[tp] = sub
+            future = pool.submit(
+                Log,
+                sub,
+                self.config_for(tp[0]),
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=hws.get(tp),
+                had_clean_shutdown=clean,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                deleter=self.deleter,
+                now_ms=now,
+            )
+            futures.append((tp, future))
+        return futures
 
     # --- logs ----------------------------------------------------------------------------
 
@@ -272,6 +297,13 @@ class LogManager:
 
     def __len__(self) -> int:
         return len(self._logs)
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    def _online_logs(self) -> list[Log]:
+        return [lg for lg in self._logs.values() if not lg.offline]
 
     def _dir_counts(self) -> dict[Path, int]:
         """Partitions per log dir, kept up to date (recounting all logs for every new
@@ -293,7 +325,10 @@ class LogManager:
         if config is not None:
             self.topic_configs[topic] = config
         counts = self._dir_counts()
-        target = min(self.log_dirs, key=lambda d: counts[d])
+        online = self.online_dirs
+        if not online:
+            raise storage_error(f"No online log dir to create {topic}-{partition} in")
+        target = min(online, key=lambda d: counts[d])
         directory = target / f"{topic}-{partition}"
         lg = Log(
             directory,
@@ -302,6 +337,7 @@ class LogManager:
             deleter=self.deleter,
             now_ms=now_ms,
         )
+        lg.failure_channel = self.failure_channel
         fsync_dir(target)
         self._logs[(topic, partition)] = lg
         counts[target] += 1
@@ -355,9 +391,9 @@ class LogManager:
         if self._due("cleanup", now):
             self.cleanup_logs(now)
         if self._due("producers", now):
-            for _, lg in self.all_logs():
+            for lg in self._online_logs():
                 lg.producer_state.remove_expired_producers(now)
-        self.cleaner.maybe_clean(self._logs, now)
+        self.cleaner.maybe_clean({tp: lg for tp, lg in self._logs.items() if not lg.offline}, now)
         self.deleter.run(now)
         if self._doomed_dirs:
             self._delete_doomed_dirs(now)
@@ -372,41 +408,53 @@ class LogManager:
         """Flush logs whose flush.ms elapsed, and segments rolled since the last call."""
         now = _now_ms() if now_ms is None else now_ms
         flushed = 0
-        for lg in self._logs.values():
-            lg.flush_rolled_segments(now)
-            if now - lg.last_flush_ms >= lg.config.flush_ms:
-                lg.flush(now_ms=now)
-                flushed += 1
+        for lg in self._online_logs():
+            try:
+                lg.flush_rolled_segments(now)
+                if now - lg.last_flush_ms >= lg.config.flush_ms:
+                    lg.flush(now_ms=now)
+                    flushed += 1
+            except KafkaError as exc:  # that log's dir is offline now; the others go on
+                log.error("%s", exc.message)
         return flushed
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """Retention (retention.ms / retention.bytes / log start offset) on every log;
         returns the number of segments deleted."""
         now = _now_ms() if now_ms is None else now_ms
-        deleted = sum(lg.delete_retention_segments(now) for lg in self._logs.values())
+        deleted = sum(lg.delete_retention_segments(now) for lg in self._online_logs())
         self.deleter.run(now)
         return deleted
 
     def _by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
-        out: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        """The logs of each online dir."""
+        out: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.online_dirs}
         for tp, lg in self._logs.items():
-            out.setdefault(lg.dir.parent, {})[tp] = lg
+            if lg.dir.parent in out:
+                out[lg.dir.parent][tp] = lg
         return out
 
-    def checkpoint_recovery_points(self) -> None:
+    def _write_checkpoints(self, name: str, value) -> None:
+        """One checkpoint file per online dir. A full disk keeps the old file (the
+        write is atomic) and is retried next time; any other error takes the dir
+        offline, as Kafka's LogDirFailureChannel does."""
         for d, logs in self._by_dir().items():
-            data = {tp: lg.recovery_point for tp, lg in logs.items()}
-            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(data)
+            try:
+                OffsetCheckpointFile(d / name).write({tp: value(lg) for tp, lg in logs.items()})
+            except OSError as exc:
+                if is_disk_full(exc):
+                    log.warning("cannot write %s in %s: %s; will retry", name, d, exc.strerror)
+                else:
+                    self.failure_channel.fail(d, f"writing {name} failed: {exc}")
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d, logs in self._by_dir().items():
-            data = {tp: lg.log_start_offset for tp, lg in logs.items()}
-            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(data)
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        for d, logs in self._by_dir().items():
-            data = {tp: lg.high_watermark for tp, lg in logs.items()}
-            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(data)
+        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks now."""
@@ -427,12 +475,19 @@ class LogManager:
         if self.closed:
             return
         for lg in self._logs.values():
-            lg.flush()
-            lg.close()
+            try:
+                if not lg.offline:
+                    lg.flush()
+                lg.close()
+            except (KafkaError, OSError) as exc:  # offline now: no clean-shutdown mark
+                log.error("closing %s: %s", lg.dir, exc)
         self.checkpoint()
         self.deleter.run_all()
         self._delete_doomed_dirs(0, force=True)
-        for d in self.log_dirs:
-            write_atomically(d / CLEAN_SHUTDOWN_FILE, b"")
+        for d in self.online_dirs:  # an offline or full dir recovers at the next start
+            try:
+                write_atomically(d / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as exc:
+                log.warning("cannot mark %s cleanly shut down: %s", d, exc)
         self._release_locks()
         self.closed = True

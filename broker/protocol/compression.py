@@ -61,6 +61,7 @@ CODEC_BY_NAME = {
 
 GZIP_LEVEL = 6  # Java's Deflater.DEFAULT_COMPRESSION, Kafka's compression.gzip.level default
 ZSTD_LEVEL = 3  # Kafka's compression.zstd.level default
+LZ4_LEVEL = 9  # Kafka's compression.lz4.level default (LZ4HC level 9)
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, compatible with 1
 XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java's SnappyOutputStream default block size
@@ -77,21 +78,31 @@ ZSTD_MAX_WINDOW = 1 << 27  # zstd-jni's default windowLogMax (27): level 22 fits
 SNAPPY_MAX_RATIO = 22  # snappy's densest element: a 64-byte copy in 3 bytes
 
 
-def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress ``data`` with codec ``codec`` the way the Java client does."""
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """Compress ``data`` with codec ``codec`` the way the Java client does.
+
+    ``level`` is the topic's ``compression.<codec>.level`` (KIP-390): gzip 1..9 or -1,
+    lz4 1..17 (1 is LZ4's fast mode, above it LZ4HC, which tops out at 12), zstd
+    -131072..22; None is Kafka's default for the codec. Snappy has no levels.
+    """
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
-        deflater = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        gzip_level = GZIP_LEVEL if level is None or level == -1 else level
+        deflater = zlib.compressobj(gzip_level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         return deflater.compress(data) + deflater.flush()
     if codec == SNAPPY:
         return _xerial_snappy_compress(data)
     if codec == LZ4:
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor = cramjam.lz4.Compressor(
+            level=LZ4_LEVEL if level is None else min(level, 12),
+            content_checksum=False,
+            block_linked=False,
+        )
         compressor.compress(bytes(data))  # this API takes only bytes
         return bytes(compressor.finish())
     if codec == ZSTD:
-        return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+        return zstandard.ZstdCompressor(level=ZSTD_LEVEL if level is None else level).compress(data)
     raise _unknown_codec(codec)
 
 

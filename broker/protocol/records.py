@@ -618,8 +618,9 @@ def build_batch(
     return bytes(batch)
 
 
-def recompress(batch_bytes, header: BatchHeader, codec: int) -> bytes:
-    """The batch of ``header`` (at ``header.position`` in ``batch_bytes``) under ``codec``.
+def recompress(batch_bytes, header: BatchHeader, codec: int, level: int | None = None) -> bytes:
+    """The batch of ``header`` (at ``header.position`` in ``batch_bytes``) under ``codec``
+    (at the topic's ``compression.<codec>.level``, or the codec's default).
 
     Offsets, timestamps, producer fields, leader epoch and flags stay as they are, and
     so do the record bytes: the records section is decompressed and compressed again,
@@ -635,7 +636,7 @@ def recompress(batch_bytes, header: BatchHeader, codec: int) -> bytes:
             decompressed_limit(header.size),
         )
         out = bytearray(view[start : start + BATCH_HEADER_SIZE])
-    out += compress(codec, records)
+    out += compress(codec, records, level)
     _INT32.pack_into(out, LENGTH_POS, len(out) - LOG_OVERHEAD)
     _INT16.pack_into(out, ATTRIBUTES_POS, (header.attributes & ~COMPRESSION_MASK) | codec)
     _write_crc(out, 0, len(out))

@@ -102,6 +102,9 @@ class ReplicaManager:
             self.partitions[key] = part
         if part.log is None:
             part.log = self.logs.get_or_create_log(topic, index, self.topic_config(topic))
+        if part.log.offline:  # Kafka answers KAFKA_STORAGE_ERROR: no leading, no following
+            part.state = state
+            return
         was_leader, old_epoch = part.is_leader, part.leader_epoch
         old = part.state
         new_epoch = (
@@ -132,6 +135,18 @@ class ReplicaManager:
                 self.fetchers.add_partition(key, part, state.leader)
         part.wake_waiters()
         self._notify_leadership(part, was_leader, old_epoch)
+
+    def on_log_dir_offline(self, log_dir) -> list[tuple[str, int]]:
+        """Stop following the partitions of a dir that went offline; returns them."""
+        gone = [
+            key
+            for key, part in self.partitions.items()
+            if part.log is not None and part.log.dir.parent == log_dir
+        ]
+        for key in gone:
+            self.fetchers.remove_partition(key)
+            self.partitions[key].wake_waiters()
+        return gone
 
     def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
         self.fetchers.remove_partition((topic, index))

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..log.config import BROKER_SYNONYMS, LogConfig
+from ..protocol.errors import KafkaError
+from .connection_quotas import ConfigValueError, parse_ip_overrides
+
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
@@ -59,7 +63,13 @@ KEYS: dict[str, Key] = {
         Key("log.dir", _list, ["/tmp/kafka-logs"], "Used when log.dirs is not set"),
         Key("zookeeper.connect", str, None, "host:port[,host:port][/chroot] of ZooKeeper"),
         Key("zookeeper.session.timeout.ms", _int, 18000, "ZooKeeper session timeout", 1),
-        Key("zookeeper.connection.timeout.ms", _int, None, "Time to wait for ZooKeeper at start"),
+        Key(
+            "zookeeper.connection.timeout.ms",
+            _int,
+            None,
+            "Time to wait for ZooKeeper at start (default: zookeeper.session.timeout.ms)",
+            1,
+        ),
         Key("num.partitions", _int, 1, "Default partition count of auto-created topics", 1),
         Key("default.replication.factor", _int, 1, "Default replication factor", 1),
         Key("auto.create.topics.enable", _bool, True, "Create topics on first Metadata request"),
@@ -67,8 +77,6 @@ KEYS: dict[str, Key] = {
         Key("socket.request.max.bytes", _int, 104857600, "Largest request accepted", 1),
         Key("socket.send.buffer.bytes", _int, 102400, "SO_SNDBUF (-1: OS default)"),
         Key("socket.receive.buffer.bytes", _int, 102400, "SO_RCVBUF (-1: OS default)"),
-        Key("num.network.threads", _int, 3, "Accepted for compatibility (asyncio)"),
-        Key("num.io.threads", _int, 8, "Accepted for compatibility (asyncio)"),
         Key("log.segment.bytes", _int, 1073741824, "Segment size before roll", 14),
         Key("log.roll.ms", _int, None, "Segment age before roll"),
         Key("log.roll.hours", _int, 168, "Segment age before roll, hours", 1),
@@ -87,6 +95,9 @@ KEYS: dict[str, Key] = {
         Key("log.cleanup.policy", _list, ["delete"], "delete and/or compact"),
         Key("message.max.bytes", _int, 1048588, "Largest record batch accepted", 0),
         Key("compression.type", str, "producer", "Broker-side compression"),
+        Key("compression.gzip.level", _int, -1, "gzip level when the broker compresses"),
+        Key("compression.lz4.level", _int, 9, "lz4 level when the broker compresses"),
+        Key("compression.zstd.level", _int, 3, "zstd level when the broker compresses"),
         Key("min.insync.replicas", _int, 1, "Minimum ISR for acks=all", 1),
         Key("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
         Key("offsets.topic.replication.factor", _int, 3, "RF of __consumer_offsets", 1),
@@ -107,6 +118,27 @@ KEYS: dict[str, Key] = {
         Key("offsets.retention.check.interval.ms", _int, 600000, "How often offsets expire", 1),
         Key("offsets.commit.timeout.ms", _int, 5000, "Wait for an offset commit's replication", 1),
         Key("offset.metadata.max.bytes", _int, 4096, "Largest metadata of a committed offset"),
+        Key(
+            "num.recovery.threads.per.data.dir",
+            _int,
+            1,
+            "Threads per log dir loading and recovering logs at start-up",
+            1,
+        ),
+        Key(
+            "log.flush.start.offset.checkpoint.interval.ms",
+            _int,
+            60000,
+            "How often log start offsets are checkpointed",
+            0,
+        ),
+        Key(
+            "producer.id.expiration.check.interval.ms",
+            _int,
+            600000,
+            "How often idle producer ids expire",
+            1,
+        ),
         Key("log.cleaner.enable", _bool, True, "Run the log cleaner (compaction)"),
         Key("log.cleaner.backoff.ms", _int, 15000, "Sleep of the cleaner when nothing is dirty", 0),
         Key("log.cleaner.dedupe.buffer.size", _int, 134217728, "Memory of the cleaner's key map"),
@@ -151,6 +183,10 @@ KEYS: dict[str, Key] = {
         Key("quota.window.num", _int, 11, "Samples a client quota rate is measured over", 2),
         Key("quota.window.size.seconds", _int, 1, "Length of each client quota sample", 1),
         Key("connections.max.idle.ms", _int, 600000, "Idle connections are closed after this"),
+        Key("max.connections", _int, 2**31 - 1, "Connections the broker holds at most", 0),
+        Key("max.connections.per.ip", _int, 2**31 - 1, "Connections one address may hold", 0),
+        Key("max.connections.per.ip.overrides", str, "", "host:count,... per-address limits"),
+        Key("queued.max.request.bytes", _int, -1, "Bytes of requests read, not answered"),
         Key("transactional.id.expiration.ms", _int, 604800000, "Transactional id expiry"),
         Key(
             "transaction.state.log.num.partitions", _int, 50, "Partitions of __transaction_state", 1
@@ -178,6 +214,16 @@ KEYS: dict[str, Key] = {
         Key("quill.metrics.port", _int, 0, "Port of the Prometheus endpoint (0: none)", 0),
         Key("quill.metrics.host", str, None, "Address of that endpoint (the listener's host)"),
     ]
+}
+
+
+#: broker keys that set topic defaults (read by LogConfig.from_broker_props)
+_LOG_KEYS = {broker_key for synonyms in BROKER_SYNONYMS.values() for broker_key, _ in synonyms}
+
+#: Kafka broker keys Quill knows and refuses, with the reason said at start-up.
+UNSUPPORTED = {
+    "num.network.threads": "the broker serves every connection on one asyncio event loop",
+    "num.io.threads": "requests are handled on the broker's asyncio event loop",
 }
 
 
@@ -238,7 +284,8 @@ class BrokerConfig:
                 self.values[key] = value
             else:
                 self.values[key] = spec.default
-        self.unknown = sorted(set(raw) - set(KEYS))
+        self.unknown = sorted(set(raw) - set(KEYS) - set(_LOG_KEYS))
+        self._refuse_unsupported()
         self._validate()
 
     def _validate(self) -> None:
@@ -254,6 +301,40 @@ class BrokerConfig:
             )
         for uri in self.listeners:
             parse_listener(uri)
+        self._validate_connection_limits()
+        self._validate_log_defaults()
+
+    def _refuse_unsupported(self) -> None:
+        """Kafka keys we know and do not implement: refused, so nobody relies on them."""
+        for key, why in UNSUPPORTED.items():
+            if key in self.raw:
+                raise ConfigError(f"Unsupported configuration {key}: {why}; remove it")
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """Kafka: zookeeper.connection.timeout.ms, else zookeeper.session.timeout.ms."""
+        ms = self.values["zookeeper.connection.timeout.ms"]
+        return ms if ms is not None else self.values["zookeeper.session.timeout.ms"]
+
+    def _validate_log_defaults(self) -> None:
+        """The topic defaults server.properties sets (log.*, compression.*): checked here
+        so a bad one stops start-up naming its key."""
+        try:
+            LogConfig.from_broker_props(self.raw)
+        except KafkaError as exc:
+            raise ConfigError(exc.message) from None
+
+    def _validate_connection_limits(self) -> None:
+        key = "max.connections.per.ip.overrides"
+        try:
+            self.ip_overrides = parse_ip_overrides(self.values[key])
+        except ConfigValueError as exc:
+            raise ConfigError(f"Invalid value for configuration {key}: {exc}") from None
+        if self.values["max.connections.per.ip"] == 0 and not self.ip_overrides:
+            raise ConfigError(
+                "Invalid value 0 for configuration max.connections.per.ip: it needs "
+                "max.connections.per.ip.overrides, or no client could connect"
+            )
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -35,6 +35,7 @@ from .apis import SUPPORTED, KafkaApis
 from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
+from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 from .metadata_cache import MetadataCache
 from .network import SocketServer
 from .quotas import QuotaConfigSync
@@ -68,6 +69,11 @@ class KafkaServer:
             queued_max_requests=config["queued.max.requests"],
             send_buffer=config["socket.send.buffer.bytes"],
             receive_buffer=config["socket.receive.buffer.bytes"],
+            quotas=ConnectionQuotas(
+                config["max.connections"], config["max.connections.per.ip"], config.ip_overrides
+            ),
+            memory_pool=RequestMemoryPool(config["queued.max.request.bytes"]),
+            max_idle_ms=config["connections.max.idle.ms"],
         )
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
@@ -161,13 +167,17 @@ class KafkaServer:
     async def start(self) -> None:
         cfg = self.config
         started = time.monotonic()
+        loop = asyncio.get_running_loop()
         log.info("starting broker %d", cfg.broker_id)
-        await asyncio.to_thread(self.zk.start, 30.0)
+        await asyncio.to_thread(self.zk.start, cfg.zookeeper_connection_timeout_ms / 1000.0)
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
         self.cache.cluster_id = cluster_id
         props = dict(cfg.raw, **{"log.dirs": ",".join(cfg.log_dirs)})
         self.logs = await asyncio.to_thread(
             LogManager.from_broker_props, props, broker_id=cfg.broker_id, cluster_id=cluster_id
+        )
+        self.logs.failure_channel.on_failure(
+            lambda log_dir, reason: loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
         )
         self.fetchers = ReplicaFetcherManager(cfg.broker_id, cfg, self._broker_endpoint)
         self.replicas = ReplicaManager(
@@ -199,7 +209,6 @@ class KafkaServer:
             a_name, a_host, a_port = parse_listener(advertised)
             endpoints.append(f"{a_name}://{a_host}:{a_port or bound}")
             log.info("listening on %s://%s:%d", name, host, bound)
-        loop = asyncio.get_running_loop()
         self.cluster_sync = ClusterSync(
             self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
@@ -246,6 +255,27 @@ class KafkaServer:
         )
         self.metrics.loop.start()
         log.info("metrics endpoint on port %d", port)
+
+    def _on_log_dir_failure(self, log_dir) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: stop following the dir's
+        partitions, tell the controller through ZooKeeper, and stop the broker when no
+        log dir is left."""
+        gone = self.replicas.on_log_dir_offline(log_dir)
+        log.error("log dir %s offline: %d partition(s) there stop serving", log_dir, len(gone))
+        if not self.logs.online_dirs:
+            log.error("all log dirs (%s) have failed; shutting down", self.config.log_dirs)
+            self.stop()
+            return
+        task = asyncio.ensure_future(
+            asyncio.to_thread(self.zk.notify_log_dir_failure, self.config.broker_id)
+        )
+        task.add_done_callback(
+            lambda t: (
+                t.cancelled()
+                or t.exception() is None
+                or log.error("cannot notify the controller: %r", t.exception())
+            )
+        )
 
     async def run(self) -> None:
         await self.start()

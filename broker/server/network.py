@@ -6,6 +6,15 @@ queue instead, up to ``queued.max.requests``, then stop reading). A response is
 either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
 the segment file to the socket with sendfile, never through Python bytes.
 
+A connection stops being read (is muted) for any of: its queue is full, its
+responses pile up unread (the transport's buffer is past its high-water mark), a
+quota throttles it, or the request memory pool (``queued.max.request.bytes``) is
+spent; it reads again once every reason is gone. So a client that never reads its
+responses, or sends a request a byte at a time, holds bounded memory and delays no
+one else. Connections idle longer than ``connections.max.idle.ms`` are closed, and
+``max.connections``/``max.connections.per.ip`` are counted at accept
+(``connection_quotas.py``).
+
 Garbage (negative or absurd sizes, an unknown API key or version, a body that does
 not parse) closes that connection only; the broker and every other connection carry
 on.
@@ -16,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import struct
 import time
 from collections import deque
@@ -23,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..protocol.messages import ProtocolError
+from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -59,15 +70,20 @@ Handler = Callable[["Connection", bytes], Awaitable[Response]]
 class Connection(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, server: SocketServer) -> None:
+    def __init__(self, server: SocketServer, ip: str = "?") -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
+        self.ip = ip
+        self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas
         self.peer = "?"
         self._buf = bytearray()
         self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
         self._worker: asyncio.Task | None = None
         self._closed = False
-        self._reading_paused = False
+        self._mutes: set[str] = set()  # why reading is paused: queue, write, memory, throttle
+        self._held = 0  # bytes of requests read and not yet answered (the memory pool's)
+        self._handling = False
+        self.last_active = time.monotonic()
         self._mute_s = 0.0  # a quota's throttle time: no reads for that long after the response
         self._can_write = asyncio.Event()
         self._can_write.set()
@@ -86,17 +102,49 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._can_write.set()
-        self.server.connections.discard(self)
+        self.server.connection_closed(self)
+        pool = self.server.memory_pool
+        pool.forget(self)
+        held, self._held = self._held, 0
+        pool.give_back(held)
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
 
     def pause_writing(self) -> None:
+        """Responses pile up unread: read nothing more until the client catches up."""
         self._can_write.clear()
+        self._mute("write")
 
     def resume_writing(self) -> None:
+        self.last_active = time.monotonic()
         self._can_write.set()
+        self._unmute("write")
+
+    # -- muting: reading stops while any reason holds ------------------------------------
+    def _mute(self, reason: str) -> None:
+        if not self._mutes and not self._closed:
+            self.transport.pause_reading()
+        self._mutes.add(reason)
+
+    def _unmute(self, reason: str) -> None:
+        if reason not in self._mutes:
+            return
+        self._mutes.discard(reason)
+        if not self._mutes and not self._closed:
+            self.transport.resume_reading()
+
+    @property
+    def muted(self) -> frozenset[str]:
+        return frozenset(self._mutes)
+
+    def idle_since(self, now: float) -> float:
+        """Seconds without a byte read, a write drained or a request being handled."""
+        return 0.0 if self._handling else now - self.last_active
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        self._held += len(data)
+        self.server.memory_pool.take(len(data))
         buf = self._buf
         buf += data
         max_size = self.server.max_request_size
@@ -118,9 +166,14 @@ class Connection(asyncio.Protocol):
             del buf[:pos]
         if self._frames and (self._worker is None or self._worker.done()):
             self._worker = asyncio.ensure_future(self._work())
-        if len(self._frames) >= self.server.queued_max_requests and not self._reading_paused:
-            self._reading_paused = True
-            self.transport.pause_reading()
+        if len(self._frames) >= self.server.queued_max_requests:
+            self._mute("queue")
+        pool = self.server.memory_pool
+        # A request partly read goes on being read (so the pool cannot deadlock on
+        # halves); a connection with none pending waits for memory to come back.
+        if pool.exhausted() and not buf:
+            self._mute("memory")
+            pool.wait(self, lambda: self._unmute("memory"))
 
     # -- request processing ----------------------------------------------------------
     async def _work(self) -> None:
@@ -128,19 +181,23 @@ class Connection(asyncio.Protocol):
         try:
             while frames and not self._closed:
                 frame, arrived = frames.popleft()
-                if self._reading_paused and len(frames) < self.server.queued_max_requests // 2:
-                    self._reading_paused = False
-                    self.transport.resume_reading()
+                if len(frames) < self.server.queued_max_requests // 2:
+                    self._unmute("queue")
+                self._handling = True
                 started = time.perf_counter_ns()
                 try:
                     response = await self.server.handler(self, frame)
                 except ProtocolError as exc:
                     self.abort(str(exc))
                     return
+                finally:
+                    self._handling = False
                 handled = time.perf_counter_ns()
                 if response is not None:
                     await self.send(response)
                 self.server.observe(frame, arrived, started, handled, time.perf_counter_ns())
+                self.last_active = time.monotonic()
+                self._release(4 + len(frame))
                 if self._mute_s > 0:
                     await self._muted()
         except asyncio.CancelledError:
@@ -156,12 +213,16 @@ class Connection(asyncio.Protocol):
 
     async def _muted(self) -> None:
         mute_s, self._mute_s = self._mute_s, 0.0
-        self.transport.pause_reading()
+        self._mute("throttle")
         try:
             await asyncio.sleep(mute_s)
         finally:
-            if not self._closed and not self._reading_paused:
-                self.transport.resume_reading()
+            self._unmute("throttle")
+
+    def _release(self, n: int) -> None:
+        n = min(n, self._held)
+        self._held -= n
+        self.server.memory_pool.give_back(n)
 
     async def send(self, response: Response) -> None:
         if self._closed:
@@ -194,8 +255,22 @@ class Connection(asyncio.Protocol):
                 self.transport.abort()
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """Bound and listening: an empty host is every address (IPv4 and IPv6 where the
+    machine has both), a name or address binds its first resolved address."""
+    if not host and socket.has_dualstack_ipv6():
+        return socket.create_server(
+            ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=1024
+        )
+    family, _, _, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    return socket.create_server(address[:2], family=family, backlog=1024)
+
+
 class SocketServer:
-    """Listens on one address and hands each frame to ``handler``."""
+    """Listens on addresses, counts connections against their quotas and hands each
+    frame to ``handler``."""
 
     def __init__(
         self,
@@ -205,41 +280,89 @@ class SocketServer:
         queued_max_requests: int = 500,
         send_buffer: int = -1,
         receive_buffer: int = -1,
+        quotas: ConnectionQuotas | None = None,
+        memory_pool: RequestMemoryPool | None = None,
+        max_idle_ms: int = 600_000,
     ) -> None:
         self.handler = handler
         self.max_request_size = max_request_size
         self.queued_max_requests = queued_max_requests
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
+        self.quotas = quotas or ConnectionQuotas()
+        self.memory_pool = memory_pool or RequestMemoryPool()
+        self.max_idle_ms = max_idle_ms
         self.connections: set[Connection] = set()
         self.use_sendfile = hasattr(os, "sendfile")
-        self._servers: list[asyncio.base_events.Server] = []
+        self._listeners: list[socket.socket] = []
+        self._tasks: list[asyncio.Task] = []
 
     def observe(self, frame: bytes, arrived: int, started: int, handled: int, sent: int) -> None:
         """Called once per request with its times (perf_counter_ns); the metrics
         replace it (``broker.metrics``), otherwise it does nothing."""
 
     async def listen(self, host: str, port: int) -> int:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
-        )
-        self._servers.append(server)
-        for sock in server.sockets:
-            import socket
+        sock = _listening_socket(host, port)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.send_buffer > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
+        if self.receive_buffer > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+        self._listeners.append(sock)
+        self._tasks.append(asyncio.ensure_future(self._accept_loop(sock)))
+        if len(self._tasks) == 1 and self.max_idle_ms >= 0:
+            self._tasks.append(asyncio.ensure_future(self._close_idle()))
+        return sock.getsockname()[1]
 
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.send_buffer > 0:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-            if self.receive_buffer > 0:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-        return server.sockets[0].getsockname()[1]
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        """Kafka's Acceptor: wait for a slot under max.connections, accept, count."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.quotas.wait_for_slot()
+            try:
+                client, addr = await loop.sock_accept(sock)
+            except OSError as exc:  # EMFILE and friends: keep the listener, try again soon
+                log.warning("accepting a connection failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            ip = addr[0].removeprefix("::ffff:")  # IPv4 on a dual-stack socket
+            refused = self.quotas.admit(ip)
+            if refused is not None:
+                log.info("rejected connection from %s: %s", ip, refused)
+                client.close()
+                continue
+            try:
+                await loop.connect_accepted_socket(lambda ip=ip: Connection(self, ip), client)
+            except OSError as exc:
+                log.info("connection from %s lost while being set up: %s", ip, exc)
+                self.quotas.release(ip)
+                client.close()
+
+    def connection_closed(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+        if conn.counted:
+            conn.counted = False
+            self.quotas.release(conn.ip)
+
+    async def _close_idle(self) -> None:
+        """connections.max.idle.ms: close connections with nothing read, written or
+        being handled for that long (Kafka's Selector does the same each poll)."""
+        idle_s = self.max_idle_ms / 1000.0
+        period = max(0.05, min(idle_s / 4, 10.0))
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for conn in [c for c in self.connections if c.idle_since(now) > idle_s]:
+                conn.abort(f"idle for more than connections.max.idle.ms={self.max_idle_ms}")
 
     async def close(self) -> None:
-        for server in self._servers:
-            server.close()
+        for task in self._tasks:
+            task.cancel()
+        for sock in self._listeners:
+            sock.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        for server in self._servers:
-            await server.wait_closed()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -29,6 +29,7 @@ from .znodes import (
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
+    LogDirEventNotificationZNode,
     ProducerIdBlockZNode,
     TopicAssignment,
     TopicPartitionStateZNode,
@@ -55,7 +56,8 @@ class KafkaZkClient:
             self.zk.start(timeout=timeout_s)
         except KazooTimeoutError:
             raise ZkError(
-                f"Cannot reach ZooKeeper at {self.connect} within {timeout_s:.0f}s "
+                f"Cannot reach ZooKeeper at {self.connect} within "
+                f"zookeeper.connection.timeout.ms={timeout_s * 1000:.0f} "
                 "(is it running? check zookeeper.connect)"
             ) from None
         for path in PERSISTENT_PATHS:
@@ -316,6 +318,13 @@ class KafkaZkClient:
         path = f"{IsrChangeNotificationZNode.path}/{IsrChangeNotificationZNode.prefix}"
         self.zk.create(
             path, IsrChangeNotificationZNode.encode(partitions), sequence=True, makepath=True
+        )
+
+    def notify_log_dir_failure(self, broker_id: int) -> None:
+        """/log_dir_event_notification/log_dir_event_<seq>: a log dir of ours is offline."""
+        path = f"{LogDirEventNotificationZNode.path}/{LogDirEventNotificationZNode.prefix}"
+        self.zk.create(
+            path, LogDirEventNotificationZNode.encode(broker_id), sequence=True, makepath=True
         )
 
     # -- configs ---------------------------------------------------------------------

@@ -398,6 +398,30 @@ class IsrChangeNotificationZNode:
         )
 
 
+class LogDirEventNotificationZNode:
+    """A broker's log dir went offline (Kafka's LogDirEventNotificationZNode); the
+    controller reads, acts on and deletes each sequential child."""
+
+    path = "/log_dir_event_notification"
+    prefix = "log_dir_event_"
+    LOG_DIR_FAILURE = 1
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "broker": broker_id,
+                "event": LogDirEventNotificationZNode.LOG_DIR_FAILURE,
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        """The broker id of the event."""
+        return int(json.loads(data)["broker"])
+
+
 # Paths Kafka creates at start so every other path has a parent.
 PERSISTENT_PATHS = [
     "/brokers/ids",

@@ -141,7 +141,13 @@ async def handle_describe_log_dirs(server: KafkaServer, header: RequestHeader, r
             }
         )
     results = []
+    offline = {str(d) for d in server.logs.failure_channel.offline}
     for log_dir, topics in by_dir.items():
+        if log_dir in offline:  # Kafka: the dir with KAFKA_STORAGE_ERROR, no partitions
+            results.append(
+                {"error_code": ErrorCode.kafka_storage_error, "log_dir": log_dir, "topics": []}
+            )
+            continue
         usage = shutil.disk_usage(log_dir)
         results.append(
             {

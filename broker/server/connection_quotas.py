@@ -1,0 +1,137 @@
+"""Connection limits, as Kafka's ``ConnectionQuotas`` and ``MemoryPool`` have them.
+
+``max.connections``: the broker-wide count. As in Kafka, an acceptor that reaches it
+stops accepting (new connections wait in the listen backlog) until one closes.
+
+``max.connections.per.ip`` and ``max.connections.per.ip.overrides``
+(``host:count,ip:count``): a connection from an address that already holds its
+maximum is closed at once, and the broker says so in its log.
+
+``queued.max.request.bytes``: the memory held by requests that have been read but not
+yet answered, over all connections (Kafka's request memory pool; -1: unbounded). A
+connection whose bytes would take the pool past it stops being read (it is muted)
+until answered requests give memory back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import Counter
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+
+
+class ConfigValueError(ValueError):
+    """A connection-limit setting the broker cannot start with."""
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``"127.0.0.1:2,broker-a:10"`` -> ``{"127.0.0.1": 2, <broker-a's address>: 10}``.
+
+    Host names are resolved once, at start-up, as Kafka does.
+    """
+    result: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ConfigValueError(f"expected host:count entries, got {item!r}")
+        try:
+            limit = int(count)
+        except ValueError:
+            raise ConfigValueError(f"count of {host!r} is not a number: {count!r}") from None
+        if limit < 0:
+            raise ConfigValueError(f"count of {host!r} must be at least 0, got {limit}")
+        try:
+            address = socket.getaddrinfo(host, None)[0][4][0]
+        except OSError as exc:
+            raise ConfigValueError(f"cannot resolve host {host!r}: {exc}") from None
+        result[address] = limit
+    return result
+
+
+class ConnectionQuotas:
+    """Counts open connections in total and per client address."""
+
+    def __init__(
+        self,
+        max_connections: int = INT_MAX,
+        max_per_ip: int = INT_MAX,
+        per_ip_overrides: dict[str, int] | None = None,
+    ) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides or {})
+        self.total = 0
+        self.per_ip: Counter[str] = Counter()
+        self._slot_freed = asyncio.Event()
+
+    def limit_for(self, ip: str) -> int:
+        return self.per_ip_overrides.get(ip, self.max_per_ip)
+
+    async def wait_for_slot(self) -> None:
+        """Until the broker holds fewer than ``max.connections`` (Kafka's acceptor waits)."""
+        while self.total >= self.max_connections:
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+
+    def admit(self, ip: str) -> str | None:
+        """Count a new connection from ``ip``, or say why it is refused."""
+        limit = self.limit_for(ip)
+        if self.per_ip[ip] >= limit:
+            return (
+                f"address {ip} already has the configured maximum of {limit} connections "
+                "(max.connections.per.ip)"
+            )
+        if self.total >= self.max_connections:
+            return f"the broker holds max.connections={self.max_connections} connections"
+        self.per_ip[ip] += 1
+        self.total += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        self.total -= 1
+        self.per_ip[ip] -= 1
+        if self.per_ip[ip] <= 0:
+            del self.per_ip[ip]
+        self._slot_freed.set()
+
+
+class RequestMemoryPool:
+    """Bytes held by requests read but not yet answered; -1 capacity: unbounded."""
+
+    def __init__(self, capacity: int = -1) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._waiting: dict[object, Callable[[], None]] = {}
+
+    @property
+    def bounded(self) -> bool:
+        return self.capacity >= 0
+
+    def exhausted(self) -> bool:
+        return self.bounded and self.used >= self.capacity
+
+    def take(self, n: int) -> None:
+        self.used += n
+
+    def give_back(self, n: int) -> None:
+        self.used -= n
+        if self._waiting and not self.exhausted():
+            waiting, self._waiting = self._waiting, {}
+            for resume in waiting.values():
+                resume()
+
+    def wait(self, owner: object, resume: Callable[[], None]) -> None:
+        """Call ``resume`` once memory is given back (a muted connection reads again)."""
+        self._waiting[owner] = resume
+
+    def forget(self, owner: object) -> None:
+        self._waiting.pop(owner, None)
