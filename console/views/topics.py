@@ -97,7 +97,6 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "config_keys": sorted(validation.TOPIC_CONFIGS),
         "max_rf": max((len(p["replicas"]) for p in detail["partitions"]), default=0),
         "protected": refusal(name, "add partitions to or delete"),
-
         "cleaner": cleaner_status(name, history.all_broker_metrics()),
         "compacted": any(
             c["name"] == "cleanup.policy" and "compact" in c["value"] for c in configs
