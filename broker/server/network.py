@@ -58,8 +58,9 @@ Handler = Callable[["Connection", bytes], Awaitable[Response]]
 class Connection(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, server: SocketServer) -> None:
+    def __init__(self, server: SocketServer, listener: str = "PLAINTEXT") -> None:
         self.server = server
+        self.listener = listener  # the listener's name: metadata answers with its endpoints
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._buf = bytearray()
@@ -210,10 +211,10 @@ class SocketServer:
         self.use_sendfile = hasattr(os, "sendfile")
         self._servers: list[asyncio.base_events.Server] = []
 
-    async def listen(self, host: str, port: int) -> int:
+    async def listen(self, host: str, port: int, listener: str = "PLAINTEXT") -> int:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
+            lambda: Connection(self, listener), host or None, port, reuse_address=True, backlog=1024
         )
         self._servers.append(server)
         for sock in server.sockets:
