@@ -48,7 +48,7 @@ up)
     compose build
     compose up -d "$@"
     wait_healthy
-    compose logs --no-color console | grep -A 3 "first admin login" | sed 's/^[^|]*| //' || true
+    compose logs --no-color console | grep -B 1 -A 3 "first admin login" | sed 's/^[^|]*| //' || true
     say "healthy: kcat -b localhost:${QUILL_BROKER_1_PORT:-9092} -L; console http://localhost:${QUILL_CONSOLE_PORT:-8000}/"
     ;;
 down)
