@@ -13,7 +13,8 @@ endif
 PYTEST_FLAGS ?= -p no:cacheprovider -ra --durations=15 --strict-markers
 ARGS ?=
 
-.PHONY: help install admin run up down status logs test lint format constraints
+.PHONY: help install admin run up down status logs test lint format constraints \
+	compose-build compose-up compose-down compose-clean
 
 help:
 	@echo "make run      install, then run the whole stack in the foreground (Ctrl-C stops it)"
@@ -21,6 +22,7 @@ help:
 	@echo "make up       start the stack in the background (BROKERS=1 for one broker)"
 	@echo "make down     stop it;  make status | make logs [ARGS='-f broker-1']"
 	@echo "make lint     ruff check + format check"
+	@echo "make compose-up | compose-down | compose-clean   the stack in containers (README)"
 
 install:
 	@scripts/install.sh
@@ -58,3 +60,16 @@ constraints:
 format:
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The stack in containers (docker-compose.yml); works offline: scripts/base-image.sh
+compose-build:
+	@scripts/compose.sh build
+
+compose-up:
+	@scripts/compose.sh up
+
+compose-down:
+	@scripts/compose.sh down
+
+compose-clean:
+	@scripts/compose.sh clean

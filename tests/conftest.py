@@ -8,7 +8,8 @@
   and waits until every broker is healthy (registered at /brokers/ids/<id> and
   answering ApiVersions). Overrides are broker properties:
   `cluster(3, **{"log.segment.bytes": 1024})` or `cluster(3, log_segment_bytes=1024)`;
-  `quill.metrics.port="free"` gives each broker a free metrics port (`b.metrics_port`).
+  `quill.metrics.port="free"` gives each broker a free metrics port (`b.metrics_port`);
+  a callable value is called with (broker_id, port) for a per-broker value.
   `c.brokers[i]` has .id .port .log_dir .kill() .stop() .start() .restart() .pause()
   .resume(). A cluster made in a test is stopped when the test ends, one made by a
   module-scoped fixture when the module ends; also when a test fails, whose report
@@ -173,7 +174,9 @@ class Cluster:
                     port=port,
                     zk_connect=self.zk_connect,
                     n_brokers=n_brokers,
-                    overrides={**TEST_BROKER_DEFAULTS, **overrides, **metrics[index]},
+                    overrides=_for_broker(
+                        {**TEST_BROKER_DEFAULTS, **overrides, **metrics[index]}, index + 1, port
+                    ),
                 ),
                 index + 1,
                 state_dir,
@@ -218,6 +221,12 @@ class Cluster:
             client.stop()
             client.close()
         self._zk_clients.clear()
+
+
+def _for_broker(overrides: dict, broker_id: int, port: int) -> dict:
+    """Overrides whose value is a callable get ``value(broker_id, port)``: per-broker
+    settings such as a second listener's port."""
+    return {k: v(broker_id, port) if callable(v) else v for k, v in overrides.items()}
 
 
 def _property_name(key: str) -> str:

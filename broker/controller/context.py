@@ -10,14 +10,21 @@ a full UpdateMetadata for every live broker.
 from __future__ import annotations
 
 from ..zk.client import KafkaZkClient
-from ..zk.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment, topic_id_bytes
+from ..zk.znodes import (
+    SECURITY_PROTOCOL_IDS,
+    BrokerInfo,
+    LeaderAndIsr,
+    TopicAssignment,
+    topic_id_bytes,
+)
 
 TopicPartition = tuple[str, int]
 
 
 class ControllerContext:
-    def __init__(self, zk: KafkaZkClient) -> None:
+    def __init__(self, zk: KafkaZkClient, listener: str = "PLAINTEXT") -> None:
         self.zk = zk
+        self.listener = listener  # inter.broker.listener.name: how brokers reach each other
         self.brokers: dict[int, BrokerInfo] = {}
         self.assign: dict[str, TopicAssignment] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
@@ -94,10 +101,10 @@ class ControllerContext:
                 if broker in self.brokers:
                     by_broker.setdefault(broker, {}).setdefault(key[0], []).append(entry)
         leaders = {s.leader for s in self.states.values() if s.leader in self.brokers}
-        live_leaders = [
-            {"broker_id": b, "host_name": self.brokers[b].host, "port": self.brokers[b].port}
-            for b in sorted(leaders)
-        ]
+        live_leaders = []
+        for b in sorted(leaders):
+            host, port = self.brokers[b].endpoint(self.listener) or (None, -1)
+            live_leaders.append({"broker_id": b, "host_name": host, "port": port})
         return {
             broker: {
                 "controller_id": controller_id,
@@ -144,8 +151,14 @@ class ControllerContext:
             for uri in info.endpoints:
                 listener, rest = uri.split("://", 1)
                 host, port = rest.rsplit(":", 1)
+                protocol = SECURITY_PROTOCOL_IDS.get(info.protocol(listener), 0)
                 endpoints.append(
-                    {"port": int(port), "host": host, "listener": listener, "security_protocol": 0}
+                    {
+                        "port": int(port),
+                        "host": host,
+                        "listener": listener,
+                        "security_protocol": protocol,
+                    }
                 )
             brokers.append({"id": broker_id, "endpoints": endpoints, "rack": info.rack})
         return {

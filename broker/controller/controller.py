@@ -97,9 +97,10 @@ class Controller:
         imbalance_interval_s: float = 300.0,
         imbalance_percentage: int = 10,
         channel: ControllerChannel | None = None,
+        listener: str = "PLAINTEXT",
     ) -> None:
         self.channel = channel
-        self.ctx = ControllerContext(zk)
+        self.ctx = ControllerContext(zk, listener)
         self._dirty_keys: set[tuple[str, int]] = set()
         self._dirty_topics: set[str] = set()
         self._new_brokers: set[int] = set()
@@ -411,8 +412,9 @@ class Controller:
 
     def _send(self, broker: int, api_key: int, version: int, body: dict, coalesce=None) -> None:
         info = self.ctx.brokers.get(broker)
-        if info is not None:
-            self.channel.send(broker, (info.host, info.port), api_key, version, body, coalesce)
+        address = info.endpoint(self.ctx.listener) if info is not None else None
+        if address is not None:  # brokers are reached on inter.broker.listener.name
+            self.channel.send(broker, address, api_key, version, body, coalesce)
 
     def _on_resign(self) -> None:
         if self.epoch is not None:

@@ -206,6 +206,7 @@ class KafkaApis:
             return await list_offsets_v0.handle(self.server, frame)
         header, request = parse_request(frame)
         request_context.set_client(conn.peer)
+        request_context.listener_name.set(conn.listener)
         request_context.throttle_ms.set(0)
         if api_key == 0:
             produce_throttle(self.server.quotas, header.client_id, len(frame))

@@ -59,6 +59,14 @@ KEYS: dict[str, Key] = {
         Key("broker.rack", str, None, "Rack of this broker, for rack-aware replica placement"),
         Key("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs"),
         Key("advertised.listeners", _list, None, "Listener URIs published in ZooKeeper"),
+        Key(
+            "listener.security.protocol.map",
+            str,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "Listener name -> security protocol (only PLAINTEXT is implemented)",
+        ),
+        Key("inter.broker.listener.name", str, None, "Listener brokers use to talk to each other"),
+        Key("security.inter.broker.protocol", str, None, "Used when the listener name is unset"),
         Key("log.dirs", _list, None, "Directories holding the partition logs"),
         Key("log.dir", _list, ["/tmp/kafka-logs"], "Used when log.dirs is not set"),
         Key("zookeeper.connect", str, None, "host:port[,host:port][/chroot] of ZooKeeper"),
@@ -299,8 +307,9 @@ class BrokerConfig:
                 f"Invalid value {ts_type} for configuration log.message.timestamp.type: "
                 "must be CreateTime or LogAppendTime"
             )
-        for uri in self.listeners:
-            parse_listener(uri)
+        from .listeners import Listeners  # noqa: PLC0415 - it builds on this module
+
+        self.endpoints = Listeners.from_config(self)
         self._validate_connection_limits()
         self._validate_log_defaults()
 
@@ -350,10 +359,6 @@ class BrokerConfig:
     @property
     def listeners(self) -> list[str]:
         return self.values["listeners"]
-
-    @property
-    def advertised_listeners(self) -> list[str]:
-        return self.values["advertised.listeners"] or self.listeners
 
     @property
     def retention_ms(self) -> int:

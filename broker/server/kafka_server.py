@@ -102,8 +102,9 @@ class KafkaServer:
         self.replicas.update_topic_config(topic, config)
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where to reach a broker: its endpoint on inter.broker.listener.name."""
         info = self.cache.brokers.get(broker_id)
-        return (info.host, info.port) if info is not None else None
+        return info.endpoint(self.config.endpoints.inter_broker) if info is not None else None
 
     async def _write_isr(self, part: Partition, new_isr: list[int]) -> bool:
         """Conditional write of a new ISR to the partition's state znode (leader only)."""
@@ -201,14 +202,14 @@ class KafkaServer:
         )
         self.txn_coordinator.startup()
         self.replicas.on_leadership_change(self.txn_coordinator.on_leadership_change)
-        endpoints = []
-        for uri, advertised in zip(cfg.listeners, cfg.advertised_listeners, strict=False):
-            name, host, port = parse_listener(uri)
-            bound = await self.sockets.listen(host, port)
+        bound_ports = {}
+        for endpoint in cfg.endpoints.bind:
+            bound = await self.sockets.listen(endpoint.host, endpoint.port, endpoint.name)
             self.bound_ports.append(bound)
-            a_name, a_host, a_port = parse_listener(advertised)
-            endpoints.append(f"{a_name}://{a_host}:{a_port or bound}")
-            log.info("listening on %s://%s:%d", name, host, bound)
+            bound_ports[endpoint.name] = bound
+            log.info("listening on %s://%s:%d", endpoint.name, endpoint.host, bound)
+        registered = cfg.endpoints.registered(bound_ports)
+        loop = asyncio.get_running_loop()
         self.cluster_sync = ClusterSync(
             self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
@@ -224,13 +225,20 @@ class KafkaServer:
             auto_rebalance=cfg["auto.leader.rebalance.enable"],
             imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
             imbalance_percentage=cfg["leader.imbalance.per.broker.percentage"],
+            listener=cfg.endpoints.inter_broker,
+        )
+        legacy = next(e for e in registered if e.security_protocol == "PLAINTEXT")
+        info = BrokerInfo(
+            cfg.broker_id,
+            legacy.host,
+            legacy.port,
+            [e.uri for e in registered],
+            rack=cfg["broker.rack"],
+            protocols={e.name: e.security_protocol for e in registered},
         )
         self.controller._on_brokers = self.metrics.leader_elections.timed(
             self.controller._on_brokers
         )
-        first = endpoints[0].split("://", 1)[1]
-        host, port = first.rsplit(":", 1)
-        info = BrokerInfo(cfg.broker_id, host, int(port), endpoints, rack=cfg["broker.rack"])
         await asyncio.to_thread(
             self.zk.register_broker, info, cfg["zookeeper.session.timeout.ms"] / 1000.0 + 5
         )

@@ -70,8 +70,9 @@ Handler = Callable[["Connection", bytes], Awaitable[Response]]
 class Connection(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, server: SocketServer, ip: str = "?") -> None:
+    def __init__(self, server: SocketServer, ip: str = "?", listener: str = "PLAINTEXT") -> None:
         self.server = server
+        self.listener = listener  # the listener's name: metadata answers with its endpoints
         self.transport: asyncio.Transport | None = None
         self.ip = ip
         self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas
@@ -301,7 +302,7 @@ class SocketServer:
         """Called once per request with its times (perf_counter_ns); the metrics
         replace it (``broker.metrics``), otherwise it does nothing."""
 
-    async def listen(self, host: str, port: int) -> int:
+    async def listen(self, host: str, port: int, listener: str = "PLAINTEXT") -> int:
         sock = _listening_socket(host, port)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -310,12 +311,12 @@ class SocketServer:
         if self.receive_buffer > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
         self._listeners.append(sock)
-        self._tasks.append(asyncio.ensure_future(self._accept_loop(sock)))
+        self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, listener)))
         if len(self._tasks) == 1 and self.max_idle_ms >= 0:
             self._tasks.append(asyncio.ensure_future(self._close_idle()))
         return sock.getsockname()[1]
 
-    async def _accept_loop(self, sock: socket.socket) -> None:
+    async def _accept_loop(self, sock: socket.socket, listener: str) -> None:
         """Kafka's Acceptor: wait for a slot under max.connections, accept, count."""
         loop = asyncio.get_running_loop()
         while True:
@@ -333,7 +334,9 @@ class SocketServer:
                 client.close()
                 continue
             try:
-                await loop.connect_accepted_socket(lambda ip=ip: Connection(self, ip), client)
+                await loop.connect_accepted_socket(
+                    lambda ip=ip: Connection(self, ip, listener), client
+                )
             except OSError as exc:
                 log.info("connection from %s lost while being set up: %s", ip, exc)
                 self.quotas.release(ip)

@@ -21,3 +21,8 @@ def set_client(peer: str) -> None:
 #: throttle time (ms) a quota gave the current request: the connection mutes its reads
 #: for that long after sending the response (KIP-219)
 throttle_ms: ContextVar[int] = ContextVar("throttle_ms", default=0)
+
+
+#: the name of the listener the request came in on (Kafka's ListenerName): Metadata and
+#: FindCoordinator answer with the brokers' endpoints on that listener
+listener_name: ContextVar[str] = ContextVar("listener_name", default="PLAINTEXT")

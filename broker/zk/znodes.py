@@ -43,14 +43,35 @@ class BrokerIdsZNode:
     path = "/brokers/ids"
 
 
+#: Kafka's SecurityProtocol names and ids (UpdateMetadata carries the ids)
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
 @dataclass
 class BrokerInfo:
+    """A registered broker. ``endpoints`` are ``LISTENER://host:port``; ``protocols`` maps
+    each listener name to its security protocol (``listener_security_protocol_map``);
+    ``host``/``port`` are the legacy fields (its first PLAINTEXT endpoint)."""
+
     id: int
     host: str
     port: int
     endpoints: list[str]
     rack: str | None = None
     timestamp: str = field(default_factory=_now_ms)
+    protocols: dict[str, str] = field(default_factory=dict)
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of this broker on the named listener; None if it has none."""
+        for uri in self.endpoints:
+            name, rest = uri.split("://", 1)
+            if name == listener:
+                host, port = rest.rsplit(":", 1)
+                return host.strip("[]"), int(port)
+        return None
+
+    def protocol(self, listener: str) -> str:
+        return self.protocols.get(listener, listener)
 
 
 class BrokerIdZNode:
@@ -60,7 +81,8 @@ class BrokerIdZNode:
 
     @staticmethod
     def encode(info: BrokerInfo) -> bytes:
-        protocols = {ep.split("://", 1)[0]: ep.split("://", 1)[0] for ep in info.endpoints}
+        names = [ep.split("://", 1)[0] for ep in info.endpoints]
+        protocols = {name: info.protocol(name) for name in names}
         body = {
             "listener_security_protocol_map": protocols,
             "endpoints": info.endpoints,
@@ -90,6 +112,7 @@ class BrokerIdZNode:
             endpoints=endpoints,
             rack=body.get("rack"),
             timestamp=body.get("timestamp", ""),
+            protocols=dict(body.get("listener_security_protocol_map") or {}),
         )
 
 

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader
 from ...replica.partition import PartitionState
-from ...zk.znodes import BrokerInfo
+from ...zk.znodes import SECURITY_PROTOCOL_IDS, BrokerInfo
 from ..metadata_cache import TopicMeta
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 log = logging.getLogger(__name__)
+PROTOCOL_NAMES = {i: name for name, i in SECURITY_PROTOCOL_IDS.items()}
 
 
 def _fenced(server: KafkaServer, req: Any) -> bool:
@@ -80,7 +81,10 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
     for b in req.live_brokers:
         endpoints = [f"{e.listener}://{e.host}:{e.port}" for e in b.endpoints]
         first = b.endpoints[0]
-        brokers[b.id] = BrokerInfo(b.id, first.host, first.port, endpoints, rack=b.rack)
+        protocols = {e.listener: PROTOCOL_NAMES.get(e.security_protocol, "") for e in b.endpoints}
+        brokers[b.id] = BrokerInfo(
+            b.id, first.host, first.port, endpoints, rack=b.rack, protocols=protocols
+        )
     topics = {}
     for t in req.topic_states:
         topic_id = (

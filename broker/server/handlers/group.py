@@ -110,13 +110,19 @@ async def _find(server: KafkaServer, key_type: int, key: str) -> dict:
         return _no_coordinator(
             key, E.coordinator_not_available, f"{topic}-{partition} has no leader"
         )
+    listener = request_context.listener_name.get()
+    address = broker.endpoint(listener)
+    if address is None:
+        return _no_coordinator(
+            key, E.coordinator_not_available, f"broker {leader} has no {listener} listener"
+        )
     return {
         "key": key,
         "error_code": E.none,
         "error_message": None,
         "node_id": broker.id,
-        "host": broker.host,
-        "port": broker.port,
+        "host": address[0],
+        "port": address[1],
     }
 
 

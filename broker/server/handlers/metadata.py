@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
-from ...zk.znodes import topic_id_bytes
-from .. import topic_admin
+from ...zk.znodes import BrokerInfo, topic_id_bytes
+from .. import request_context, topic_admin
 from ..metadata_cache import INTERNAL_TOPICS, TopicMeta
 
 if TYPE_CHECKING:
@@ -16,6 +16,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 AUTH_OPS_UNKNOWN = -(2**31)
+
+
+def _address(broker: BrokerInfo | None) -> tuple[str, int] | None:
+    """The broker's (host, port) on the listener the current request came in on."""
+    return broker.endpoint(request_context.listener_name.get()) if broker else None
+
+
+def _brokers_on_listener(cache) -> list[tuple[BrokerInfo, tuple[str, int]]]:
+    """Live brokers with an endpoint on the client's listener, as Kafka lists them: a
+    client that connected on EXTERNAL is told only EXTERNAL addresses."""
+    brokers = sorted(cache.brokers.values(), key=lambda b: b.id)
+    return [(b, address) for b in brokers if (address := _address(b)) is not None]
 
 
 def _topic_entry(server: KafkaServer, meta: TopicMeta) -> dict:
@@ -28,6 +40,9 @@ def _topic_entry(server: KafkaServer, meta: TopicMeta) -> dict:
         error = ErrorCode.none
         if state is None or leader < 0 or not cache.alive(leader):
             error = ErrorCode.leader_not_available
+            leader = -1
+        elif _address(cache.brokers.get(leader)) is None:
+            error = ErrorCode.listener_not_found  # alive, but not on this client's listener
             leader = -1
         partitions.append(
             {
@@ -127,8 +142,8 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
     return {
         "throttle_time": 0,
         "brokers": [
-            {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(cache.brokers.values(), key=lambda b: b.id)
+            {"node_id": b.id, "host": host, "port": port, "rack": b.rack}
+            for b, (host, port) in _brokers_on_listener(cache)
         ],
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
@@ -148,8 +163,8 @@ async def handle_describe_cluster(server: KafkaServer, header: RequestHeader, re
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "brokers": [
-            {"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(cache.brokers.values(), key=lambda b: b.id)
+            {"broker_id": b.id, "host": host, "port": port, "rack": b.rack}
+            for b, (host, port) in _brokers_on_listener(cache)
         ],
         "cluster_authorized_operations": AUTH_OPS_UNKNOWN,
     }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The stack in containers, on any machine with Debian's docker.io (or any Docker engine):
+#   scripts/compose.sh build    the images (a local base when Docker Hub is unreachable)
+#   scripts/compose.sh up       build, `up -d`, wait until every service is healthy, print
+#                               the console's first admin login (only on the first start)
+#   scripts/compose.sh down     stop and remove the containers; the volumes (data) stay
+#   scripts/compose.sh clean    the same and delete the volumes: the next up starts clean
+# Extra arguments go to docker-compose (e.g. `up --profile pipeline` is COMPOSE_PROFILES=pipeline).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { printf 'compose: %s\n' "$*" >&2; }
+compose() { docker-compose "$@"; }
+
+scripts/docker-engine.sh
+export QUILL_BASE_IMAGE="${QUILL_BASE_IMAGE:-$(scripts/base-image.sh)}"
+# the worker restarts broker containers through the mounted socket: it needs its group
+export QUILL_DOCKER_GID="${QUILL_DOCKER_GID:-$(stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)}"
+
+wait_healthy() {
+    local deadline=$((SECONDS + ${QUILL_COMPOSE_TIMEOUT:-300})) ids id state waiting
+    while :; do
+        waiting=()
+        ids=$(compose ps -q)
+        for id in $ids; do
+            state=$(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}}' "$id")
+            case "$state" in *" running healthy") ;; *) waiting+=("${state#/}") ;; esac
+        done
+        [ -n "$ids" ] && [ ${#waiting[@]} -eq 0 ] && return 0
+        if ((SECONDS > deadline)); then
+            say "not healthy after ${QUILL_COMPOSE_TIMEOUT:-300} s: ${waiting[*]}"
+            compose ps >&2
+            return 1
+        fi
+        sleep 2
+    done
+}
+
+case "${1:-up}" in
+build)
+    shift || true
+    say "building on $QUILL_BASE_IMAGE"
+    compose build "$@"
+    ;;
+up)
+    shift || true
+    say "building on $QUILL_BASE_IMAGE"
+    compose build
+    compose up -d "$@"
+    wait_healthy
+    compose logs --no-color console | grep -B 1 -A 3 "first admin login" | sed 's/^[^|]*| //' || true
+    say "healthy: kcat -b localhost:${QUILL_BROKER_1_PORT:-9092} -L; console http://localhost:${QUILL_CONSOLE_PORT:-8000}/"
+    ;;
+down)
+    shift || true
+    compose down "$@"
+    ;;
+clean)
+    shift || true
+    compose down -v "$@"
+    ;;
+*)
+    say "usage: $0 build|up|down|clean [docker-compose arguments]"
+    exit 2
+    ;;
+esac
