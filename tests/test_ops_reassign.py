@@ -1,0 +1,220 @@
+"""Reassignment operations end to end: the console's API (daphne), a real Celery worker
+and three brokers. A rebalance under an idempotent acks=all producer loses and
+duplicates nothing and leaves no throttle; a worker killed -9 mid-move finishes the job
+after it starts again; a cancel puts the moving partitions back; wrong input is refused
+with nothing started."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster_helpers import BackgroundProducer
+from tests.ops_helpers import read_all, unique, wait_until
+
+pytest_plugins = ["tests.ops_helpers"]  # the shared `ops_stack` fixture
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+THROTTLE_KEYS = {
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+}
+
+
+def create(stack, topic: str, assignment: list[list[int]]) -> None:
+    admin = AdminClient({"bootstrap.servers": stack.cluster.bootstrap})
+    admin.create_topics(
+        [NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)]
+    )[topic].result(30)
+    wait_until(lambda: len(stack.assignment(topic)) == len(assignment), 30, "the topic")
+
+
+def fill(stack, topic: str, partition: int, n: int, size: int = 1000) -> None:
+    producer = Producer({"bootstrap.servers": stack.cluster.bootstrap, "acks": "all"})
+    for i in range(n):
+        producer.produce(topic, b"%09d" % i + b"x" * (size - 9), partition=partition)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def no_throttles(stack, topic: str) -> dict:
+    left = {f"brokers/{b}": stack.zk_config(f"brokers/{b}") for b in (1, 2, 3)}
+    left[f"topics/{topic}"] = stack.zk_config(f"topics/{topic}")
+    return {e: sorted(set(c) & THROTTLE_KEYS) for e, c in left.items() if set(c) & THROTTLE_KEYS}
+
+
+def test_rebalance_under_an_idempotent_producer(ops_stack):
+    stack = ops_stack
+    topic = unique("rebal")
+    create(stack, topic, [[1, 2], [2, 1]] * 3)
+    producer = BackgroundProducer(stack.cluster.bootstrap, topic, partitions=6)
+    producer.start()
+    try:
+        wait_until(lambda: len(producer.all_acked()) > 200, 60, "records acknowledged")
+        body = {"kind": "rebalance", "topics": [topic], "dry_run": True}
+        status, dry = stack.call("POST", "/operations", body)
+        assert status == 200, dry
+        moves = dry["proposal"]["moves"]
+        assert moves and all(3 in m["replicas"] for m in moves if m["adding"])
+        assert any(3 in m["adding"] for m in moves)
+        by_id = {row["id"]: row for row in dry["proposal"]["brokers"]}
+        assert by_id[3]["before"]["replicas"] == 0 and by_id[3]["after"]["replicas"] == 4
+
+        body.update(dry_run=False, throttle=10_000_000)
+        status, started = stack.call("POST", "/operations", body)
+        assert status == 202, started
+        op = stack.wait_state(started["id"])
+        assert op["progress"]["done"] == op["progress"]["total"] == len(moves)
+        assert op["progress"]["percent"] == 100.0
+        assert any("moving" in s["message"] for s in op["steps"])
+        wait_until(lambda: len(producer.all_acked()) > len(moves) * 50 + 400, 60, "more acks")
+    finally:
+        producer.stop(120)
+    assert not producer.failures
+    placed = stack.assignment(topic)
+    held = {b for replicas in placed.values() for b in replicas}
+    assert held == {1, 2, 3}
+    assert sorted(len(r) for r in placed.values()) == [2] * 6
+    stored = read_all(stack.cluster.bootstrap, topic, 6)
+    for p in range(6):
+        assert len(stored[p]) == len(set(stored[p])), f"duplicates in partition {p}"
+        assert not set(producer.acked[p]) - set(stored[p]), f"lost records in partition {p}"
+    assert no_throttles(stack, topic) == {}
+
+
+def _slow_move(stack, label: str):
+    """A one-partition topic on broker 1 with 4 MB, moving to [2, 3] at 300 kB/s."""
+    topic = unique(label)
+    create(stack, topic, [[1]])
+    fill(stack, topic, 0, 4000)
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 3]}]}
+    status, started = stack.call(
+        "POST", "/operations", {"kind": "reassign", "plan": plan, "throttle": 300_000}
+    )
+    assert status == 202, started
+    op_id = started["id"]
+
+    def moving():
+        op = stack.operation(op_id)
+        return op["progress"].get("moving") == 1 and op["progress"].get("bytes_caught_up", 0) > 0
+
+    wait_until(moving, 90, "the move to be under way")
+    return topic, op_id
+
+
+def test_a_killed_worker_finishes_the_move_after_it_starts_again(ops_stack):
+    stack = ops_stack
+    topic, op_id = _slow_move(stack, "kill")
+    assert no_throttles(stack, topic) != {}  # throttled while it moves
+    old_pid = stack.worker.pid
+    stack.worker.kill()
+    stack.start_worker()
+    assert stack.worker.pid != old_pid
+    op = stack.wait_state(op_id, timeout=240)
+    assert any("resumed on" in s["message"] for s in op["steps"])
+    assert stack.assignment(topic) == {0: [2, 3]}
+    assert no_throttles(stack, topic) == {}
+    assert len(read_all(stack.cluster.bootstrap, topic, 1)[0]) == 4000
+
+
+def test_cancel_puts_the_moving_partition_back(ops_stack):
+    stack = ops_stack
+    topic, op_id = _slow_move(stack, "cancel")
+    status, body = stack.call("POST", f"/operations/{op_id}/cancel")
+    assert status == 200, body
+    op = stack.wait_state(op_id, states=("cancelled",), timeout=120)
+    assert op["result"]["reverted"] == [f"{topic}-0"]
+    assert stack.assignment(topic) == {0: [1]}
+    assert no_throttles(stack, topic) == {}
+    status, again = stack.call("POST", f"/operations/{op_id}/cancel")
+    assert status == 409 and "has ended" in again["detail"]
+
+
+def test_preferred_leader_election_reports_what_moved(ops_stack):
+    stack = ops_stack
+    topic = unique("elect")
+    create(stack, topic, [[1, 2]])
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1]}]}
+    status, started = stack.call("POST", "/operations", {"kind": "reassign", "plan": plan})
+    assert status == 202, started
+    stack.wait_state(started["id"])
+    body = {"kind": "elect-leaders", "partitions": [{"topic": topic, "partition": 0}]}
+    status, started = stack.call("POST", "/operations", body)
+    assert status == 202, started
+    op = stack.wait_state(started["id"])
+    assert op["result"]["elected"] == [{"topic": topic, "partition": 0, "from": 1, "to": 2}]
+
+
+@pytest.mark.parametrize(
+    ("role", "body", "status", "field", "words"),
+    [
+        (
+            "operator",
+            {"kind": "rebalance", "goal": "remove-broker", "brokers": [9]},
+            400,
+            "brokers",
+            "Unknown or offline broker(s) [9]",
+        ),
+        (
+            "operator",
+            {
+                "kind": "rebalance",
+                "goal": "replication-factor",
+                "topics": ["$topic"],
+                "replication_factor": 4,
+            },
+            400,
+            "replication_factor",
+            "between 1 and 3",
+        ),
+        (
+            "operator",
+            {
+                "kind": "reassign",
+                "plan": {
+                    "version": 1,
+                    "partitions": [{"topic": "nope", "partition": 0, "replicas": [1]}],
+                },
+            },
+            400,
+            "plan",
+            "Unknown topic",
+        ),
+        (
+            "operator",
+            {"kind": "reassign", "plan": {"partitions": "x"}},
+            400,
+            "plan",
+            "reassignment JSON",
+        ),
+        ("viewer", {"kind": "elect-leaders"}, 403, None, "operator role"),
+        ("operator", {"kind": "rolling-restart"}, 403, None, "admin role"),
+    ],
+)
+def test_wrong_input_is_refused_and_nothing_starts(ops_stack, role, body, status, field, words):
+    stack = ops_stack
+    if body.get("topics") == ["$topic"]:
+        topic = unique("refuse")
+        create(stack, topic, [[1]])
+        body = {**body, "topics": [topic]}
+    before = stack.call("GET", "/operations")[1]
+    got, answer = stack.call("POST", "/operations", body, role=role)
+    assert got == status, answer
+    assert words in answer["detail"]
+    if field:
+        assert field in answer["errors"]
+    assert stack.call("GET", "/operations")[1] == before
+
+
+def test_a_second_job_on_the_same_partitions_is_refused(ops_stack):
+    stack = ops_stack
+    topic, op_id = _slow_move(stack, "clash")
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3]}]}
+    status, answer = stack.call("POST", "/operations", {"kind": "reassign", "plan": plan})
+    assert status == 409 and f"Operation {op_id}" in answer["detail"]
+    stack.call("POST", f"/operations/{op_id}/cancel")
+    stack.wait_state(op_id, states=("cancelled",), timeout=120)
