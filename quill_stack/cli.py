@@ -5,6 +5,7 @@ up      the same, detached; returns once every process is healthy
 down    stop everything (no restarts) and verify that nothing is left
 status  one line per process: pid, port, healthy, restarts, uptime
 logs    the last lines of each process's log (-f to follow)
+restart NAME  restart one process (SIGTERM: a broker's controlled shutdown), wait until healthy
 
 Configuration comes from QUILL_* env vars (see README.md, "Configuration").
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from quill_stack import state
 from quill_stack.logs import follow, log_files, print_tails
+from quill_stack.restart import request_restart
 from quill_stack.services import PROJECT_ROOT, ConfigError, StackConfig, build_stack
 from quill_stack.supervisor import PreflightError, Supervisor, log_offset, preflight
 
@@ -302,6 +304,23 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- restart
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    cfg = load_config(args)
+    pid = state.running_pid(cfg.state_dir)
+    if not pid:
+        report_stale(cfg.state_dir)
+        return fail(f"the stack is not running (state dir {cfg.state_dir}); nothing to restart")
+    print(f"quill-stack: restarting {args.name} (supervisor pid {pid})")
+    answer = request_restart(cfg.state_dir, args.name, args.timeout)
+    if not answer.get("ok"):
+        return fail(f"restarting {args.name} failed: {answer.get('message')}")
+    print(f"quill-stack: {answer['message']}")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -331,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--lines", type=int, default=20)
     p.add_argument("-f", "--follow", action="store_true")
     p.set_defaults(func=cmd_logs)
+    p = sub.add_parser("restart", help="restart one process and wait until it is healthy")
+    p.add_argument("name", help="the process, e.g. broker-2")
+    p.add_argument("--timeout", type=float, default=UP_TIMEOUT)
+    p.set_defaults(func=cmd_restart)
     return parser
 
 

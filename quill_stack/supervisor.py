@@ -2,7 +2,8 @@
 
 Like docker-compose's `restart: unless-stopped`: a child that exits is started again
 after an exponential backoff (1s, 2s, 4s ... 30s, reset once it has run for a minute),
-and every restart is logged to supervisor.log and to the child's own log. SIGINT
+and every restart is logged to supervisor.log and to the child's own log. One child can
+be restarted on request (`quill-stack restart NAME`, quill_stack/restart.py). SIGINT
 (Ctrl-C) or SIGTERM (`quill-stack down`) stops every child, newest group first.
 """
 
@@ -20,6 +21,7 @@ from typing import TextIO
 from quill_stack import state
 from quill_stack.ports import port_holder, port_in_use
 from quill_stack.process import ManagedProcess, StartError, describe_exit, stamp
+from quill_stack.restart import RestartRequests
 from quill_stack.services import ServiceSpec, StackConfig, build_stack
 
 BACKOFF_BASE = 1.0
@@ -122,6 +124,7 @@ class Supervisor:
         self.stop_requested = False
         self.lock = state.StackLock(cfg.state_dir)
         self.log_path = state.logs_dir(cfg.state_dir) / "supervisor.log"
+        self.restart_requests = RestartRequests(self)  # `quill-stack restart NAME`
 
     # ------------------------------------------------------------ output
 
@@ -228,6 +231,7 @@ class Supervisor:
             changed = False
             for entry in self.entries:
                 changed |= self._tend(entry, time.monotonic())
+            self.restart_requests.poll()
             if changed or time.monotonic() - last_write > 5:
                 self.write_status()
                 last_write = time.monotonic()

@@ -11,9 +11,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster_helpers import BackgroundProducer
-from tests.ops_helpers import read_all, unique, wait_until
+from tests.ops_stack_helpers import read_all, unique, wait_until
 
-pytest_plugins = ["tests.ops_helpers"]  # the shared `ops_stack` fixture
+pytest_plugins = ["tests.ops_stack_helpers"]  # the shared `ops_stack` fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 THROTTLE_KEYS = {

@@ -16,35 +16,7 @@ import pytest
 from quill_stack import health, ports, services, state
 from quill_stack.services import PROJECT_ROOT, Requirement, StackConfig
 from quill_stack.supervisor import PreflightError, backoff_delay, preflight
-
-
-def stack_env(state_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUILL_")}
-    zk, redis, console, broker = ports.free_ports(4)
-    env.update(
-        QUILL_STATE_DIR=str(state_dir),
-        QUILL_ZK_PORT=str(zk),
-        QUILL_REDIS_PORT=str(redis),
-        QUILL_CONSOLE_PORT=str(console),
-        QUILL_BROKER_BASE_PORT=str(broker),
-        QUILL_BROKERS="0",
-    )
-    env.update(extra)
-    return env
-
-
-def quill_stack(
-    env: dict[str, str], *args: str, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "quill_stack", *args],
-        env=env,
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+from tests.stack_helpers import quill_stack, service_entry, stack_env
 
 
 def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
@@ -55,10 +27,6 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def service_entry(state_dir: Path, name: str) -> dict:
-    return (state.read_status(state_dir) or {}).get("services", {}).get(name, {})
 
 
 def status_table(stdout: str) -> dict[str, list[str]]:

@@ -14,41 +14,22 @@ Progress is kept in ZooKeeper, so a new controller resumes where the old one sto
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NoNodeError
 
 from ..protocol.errors import ErrorCode
-from ..zk.znodes import LeaderAndIsr
+from ..zk.znodes import LeaderAndIsr, ReassignPartitionsZNode
 
 if TYPE_CHECKING:
     from .controller import Controller
 
 log = logging.getLogger(__name__)
-REASSIGN_PATH = "/admin/reassign_partitions"
+REASSIGN_PATH = ReassignPartitionsZNode.path
+decode_request = ReassignPartitionsZNode.decode
+encode_request = ReassignPartitionsZNode.encode
 TopicPartition = tuple[str, int]
-
-
-def decode_request(data: bytes) -> dict[TopicPartition, list[int]]:
-    body = json.loads(data)
-    return {
-        (p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
-        for p in body.get("partitions", [])
-    }
-
-
-def encode_request(pending: dict[TopicPartition, list[int]]) -> bytes:
-    return json.dumps(
-        {
-            "version": 1,
-            "partitions": [
-                {"topic": t, "partition": p, "replicas": r} for (t, p), r in sorted(pending.items())
-            ],
-        },
-        separators=(",", ":"),
-    ).encode()
 
 
 class Reassigner:
@@ -113,6 +94,7 @@ class Reassigner:
                 ErrorCode.no_reassignment_in_progress,
                 f"No reassignment in progress for {topic}-{partition}.",
             )
+        self._restore_state(topic, partition, original)
         assignment.partitions[partition] = original
         assignment.adding_replicas.pop(partition, None)
         assignment.removing_replicas.pop(partition, None)
@@ -120,6 +102,29 @@ class Reassigner:
         self.pending.pop((topic, partition), None)
         log.info("reassignment of %s-%d cancelled; replicas back to %s", topic, partition, original)
         return ErrorCode.none, None
+
+    def _restore_state(self, topic: str, partition: int, original: list[int]) -> None:
+        """On cancel, as Kafka: the added replicas leave the ISR, and a leader that is not
+        one of the original replicas hands over to an in-sync original one (if any is
+        live; otherwise the partition has no leader until one comes back)."""
+        state = self.c.zk.get_partition_state(topic, partition)
+        if state is None:
+            return
+        isr = [b for b in state.isr if b in original]
+        leader = state.leader
+        if leader not in original:
+            live = self.c._live_brokers()
+            leader = next((b for b in isr if b in live), -1)
+        if leader == state.leader and isr == state.isr:
+            return
+        new = LeaderAndIsr(
+            leader,
+            state.leader_epoch + (leader != state.leader),
+            isr or list(state.isr),
+            self.c.epoch,
+            state.zk_version,
+        )
+        self.c.zk.update_partition_state(topic, partition, new)
 
     def from_znode(self) -> None:
         try:

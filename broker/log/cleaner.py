@@ -20,7 +20,9 @@ Cleaned segments are written as ``*.cleaned``, renamed ``*.swap``, swapped in, a
 renamed to their final names; recovery completes or discards an interrupted swap.
 
 Like the rest of the storage layer this is synchronous: ``LogManager.tick`` calls
-``maybe_clean`` (one log per call, ``log.cleaner.backoff.ms`` between idle checks).
+``maybe_clean`` (one log per call, ``log.cleaner.backoff.ms`` between idle checks), and
+``clean_now`` cleans one log on request whatever its dirty ratio (the broker's
+``/admin/compact/<topic>`` requests, ``broker.server.compaction``).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class CleanerStats:
     messages_written: int = 0
     bytes_written: int = 0
     invalid_messages: int = 0
+    tombstones_written: int = 0
 
 
 @dataclass
@@ -101,6 +104,9 @@ class LogCleaner:
     last_idle_ms: int = field(default=-(1 << 62))
     stats: CleanerStats = field(default_factory=CleanerStats)
     uncleanable: set[TopicPartition] = field(default_factory=set)
+    # partitions a "compact now" request holds (rolled, waiting for their high watermark):
+    # the periodic pass leaves them to it, as Kafka's cleaner skips partitions in progress
+    requested: set[TopicPartition] = field(default_factory=set)
 
     # -- checkpoints --------------------------------------------------------------------
     def _checkpoint(self, log_dir: Path) -> OffsetCheckpointFile:
@@ -155,6 +161,8 @@ class LogCleaner:
         for tp, lg in logs.items():
             if not lg.config.compact or lg.closed or tp in self.uncleanable:
                 continue
+            if tp in self.requested:
+                continue
             first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
             cleanable = _log_to_clean(tp, lg, first_dirty, uncleanable, now)
             if cleanable.clean_bytes + cleanable.cleanable_bytes == 0:
@@ -165,6 +173,39 @@ class LogCleaner:
             if due and (best is None or cleanable.cleanable_ratio > best.cleanable_ratio):
                 best = cleanable
         return best
+
+    # -- on request (Quill's "compact now", /admin/compact/<topic>) ---------------------------
+    def clean_now(self, tp: TopicPartition, lg: Log, now_ms: int | None = None) -> dict:
+        """Clean ``lg`` now, whatever its dirty ratio (min.compaction.lag.ms still holds),
+        and say what it did: dirty ratio and bytes before/after, records removed,
+        tombstones kept, duration. Raises (and marks the log uncleanable) if cleaning fails."""
+        now = _now() if now_ms is None else now_ms
+        started = time.monotonic()
+        checkpoint = self.checkpoints().get(tp)
+        before = _log_to_clean(tp, lg, *cleanable_offsets(lg, checkpoint, now), now)
+        bytes_before = lg.size_bytes
+        read, written = self.stats.messages_read, self.stats.messages_written
+        tombstones = self.stats.tombstones_written
+        if before.cleanable_bytes > 0:
+            try:
+                checkpoint = self.clean(before, now)
+            except Exception:
+                self.uncleanable.add(tp)
+                raise
+            self.update_checkpoint(lg.dir.parent, tp, checkpoint)
+            self.uncleanable.discard(tp)
+        after = _log_to_clean(tp, lg, *cleanable_offsets(lg, checkpoint, now), now)
+        return {
+            "dirty_ratio_before": round(before.cleanable_ratio, 6),
+            "dirty_ratio_after": round(after.cleanable_ratio, 6),
+            "bytes_before": bytes_before,
+            "bytes_after": lg.size_bytes,
+            "records_removed": (self.stats.messages_read - read)
+            - (self.stats.messages_written - written),
+            "tombstones_kept": self.stats.tombstones_written - tombstones,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+            "cleaned_up_to": checkpoint if checkpoint is not None else lg.log_start_offset,
+        }
 
     # -- cleaning --------------------------------------------------------------------------
     def clean(self, cleanable: LogToClean, now: int) -> int:
@@ -376,6 +417,7 @@ def filter_batch(
         tombstones |= r.value is None
         kept.append(r)
     stats.messages_written += len(kept)
+    stats.tombstones_written += sum(1 for r in kept if r.value is None)
     set_horizon = tombstones and horizon is None
     if len(kept) == len(records) and not set_horizon:
         return data

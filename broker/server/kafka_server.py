@@ -31,6 +31,7 @@ from ..zk.client import KafkaZkClient
 from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import KafkaApis
 from .cluster_sync import ClusterSync
+from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .metadata_cache import MetadataCache
 from .network import SocketServer
@@ -196,6 +197,7 @@ class KafkaServer:
         )
         await asyncio.to_thread(self.cluster_sync.start)
         await asyncio.to_thread(QuotaConfigSync(self.zk, self.quotas, loop).start)
+        await asyncio.to_thread(CompactionRequests(self.zk, self.logs, cfg.broker_id, loop).start)
         self.controller = Controller(
             self.zk,
             cfg.broker_id,

@@ -21,6 +21,7 @@ from .znodes import (
     BrokerIdZNode,
     BrokerInfo,
     ClusterIdZNode,
+    CompactRequestZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
     ControllerEpochZNode,
@@ -228,6 +229,7 @@ class KafkaZkClient:
             TopicZNode.path(topic),
             ConfigEntityZNode.path("topics", topic),
             DeleteTopicsZNode.topic_path(topic),
+            CompactRequestZNode.topic_path(topic),  # its compaction requests and results
         ):
             try:
                 self.zk.delete(path, recursive=True)

@@ -286,6 +286,103 @@ class PreferredReplicaElectionZNode:
         return [(p["topic"], int(p["partition"])) for p in json.loads(data).get("partitions", [])]
 
 
+class ReassignPartitionsZNode:
+    """``/admin/reassign_partitions``: the reassignments in progress, Kafka's JSON
+    ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``."""
+
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(pending: dict[tuple[str, int], list[int]]) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": t, "partition": p, "replicas": list(r)}
+                    for (t, p), r in sorted(pending.items())
+                ],
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
+        return {
+            (p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
+            for p in json.loads(data).get("partitions", [])
+        }
+
+
+@dataclass
+class CompactRequest:
+    """A "compact now" request (Quill's; Kafka has no API for it)."""
+
+    id: str
+    partitions: list[int] | None = None  # None: every partition of the topic
+    roll: bool = True
+
+
+class CompactRequestZNode:
+    """``/admin/compact/<topic>``: ``{"version":1,"partitions":[...]|null,"id":..,"roll":true}``,
+    watched by every broker; each broker hosting a replica of those partitions compacts
+    it now and writes ``results/<broker id>`` below (see docs/internal-interfaces.md)."""
+
+    path = "/admin/compact"
+
+    @staticmethod
+    def topic_path(topic: str) -> str:
+        return f"/admin/compact/{topic}"
+
+    @staticmethod
+    def encode(request: CompactRequest) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "partitions": request.partitions,
+                "id": request.id,
+                "roll": request.roll,
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> CompactRequest:
+        body = json.loads(data)
+        parts = body.get("partitions")
+        return CompactRequest(
+            id=str(body.get("id") or ""),
+            partitions=None if parts is None else [int(p) for p in parts],
+            roll=bool(body.get("roll", True)),
+        )
+
+
+class CompactResultZNode:
+    """``/admin/compact/<topic>/results/<broker id>``: what one broker's compaction did,
+    ``{"version":1,"id":..,"broker":..,"finished_ms":..,"partitions":[{...}]}``."""
+
+    @staticmethod
+    def results_path(topic: str) -> str:
+        return f"/admin/compact/{topic}/results"
+
+    @staticmethod
+    def path(topic: str, broker_id: int) -> str:
+        return f"/admin/compact/{topic}/results/{broker_id}"
+
+    @staticmethod
+    def encode(request_id: str, broker_id: int, finished_ms: int, partitions: list[dict]) -> bytes:
+        return _dumps(
+            {
+                "version": 1,
+                "id": request_id,
+                "broker": broker_id,
+                "finished_ms": finished_ms,
+                "partitions": partitions,
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> dict:
+        return json.loads(data)
+
+
 class IsrChangeNotificationZNode:
     path = "/isr_change_notification"
     prefix = "isr_change_"

@@ -1,12 +1,12 @@
-"""Requests the controller answers: ControlledShutdown (and, as it grows, elections
-and reassignments). Another broker answers NOT_CONTROLLER."""
+"""Requests the controller answers: ControlledShutdown, ElectLeaders,
+AlterPartitionReassignments and ListPartitionReassignments. Another broker answers
+NOT_CONTROLLER (Kafka in ZooKeeper mode); clients find the controller in Metadata."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from ...client.connection import BrokerConnection
 from ...controller.controller import NotControllerError
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader
@@ -30,27 +30,6 @@ async def _controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
         await asyncio.sleep(0.05)
 
 
-async def forward_to_controller(server: KafkaServer, header: RequestHeader, req: Any) -> Any | None:
-    """Send a controller request on to the active controller (as Kafka's forwarding does);
-    None if no controller is known. Returns the controller's response entity."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5.0
-    while True:  # a broker that just started, or a controller moving: wait for one
-        controller_id = server.cache.controller_id
-        endpoint = server._broker_endpoint(controller_id)
-        if endpoint is not None and controller_id != server.config.broker_id:
-            break
-        if loop.time() > deadline:
-            return None
-        await asyncio.sleep(0.05)
-    conn = BrokerConnection(*endpoint, client_id=f"broker-{server.config.broker_id}-forward")
-    await conn.connect()
-    try:
-        return await conn.request(header.api_key, header.api_version, req)
-    finally:
-        await conn.close()
-
-
 async def handle_controlled_shutdown(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     controller = server.controller
     if not await _controller_here(server):
@@ -68,27 +47,15 @@ async def handle_controlled_shutdown(server: KafkaServer, header: RequestHeader,
 
 
 async def handle_elect_leaders(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    controller = server.controller
-    if controller is None or not controller.is_active:
-        return {
-            "throttle_time": 0,
-            "error_code": ErrorCode.not_controller,
-            "replica_election_results": [],
-        }
     wanted = None
     if req.topic_partitions is not None:
         wanted = [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
-    election_type = getattr(req, "election_type", 0)
-    try:
-        results = await asyncio.wrap_future(
-            controller.submit("elect_leaders", election_type, wanted)
-        )
-    except NotControllerError:
-        return {
-            "throttle_time": 0,
-            "error_code": ErrorCode.not_controller,
-            "replica_election_results": [],
-        }
+    election_type = getattr(req, "election_type", 0)  # v0 has only preferred elections
+    results, code = await _controller_call(server, "elect_leaders", election_type, wanted)
+    if results is None:
+        return {"throttle_time": 0, "error_code": code, "replica_election_results": []}
+    if wanted is None:  # as Kafka: an election over all partitions leaves out the no-ops
+        results = {k: v for k, v in results.items() if v[0] != ErrorCode.election_not_needed}
     by_topic: dict[str, list] = {}
     for (topic, partition), (code, message) in sorted(results.items()):
         by_topic.setdefault(topic, []).append(
@@ -103,19 +70,18 @@ async def handle_elect_leaders(server: KafkaServer, header: RequestHeader, req: 
     }
 
 
-async def _controller_call(server: KafkaServer, header: RequestHeader, req: Any, name: str, *args):
-    """(result, forwarded response, error code): run on our controller or forward."""
+async def _controller_call(server: KafkaServer, name: str, *args):
+    """(result, error code): run ``name`` on this broker's active controller; another
+    broker answers NOT_CONTROLLER, as Kafka's do, and clients retry on the controller."""
     if not await _controller_here(server):
-        forwarded = await forward_to_controller(server, header, req)
-        return None, forwarded, ErrorCode.not_controller
+        return None, ErrorCode.not_controller
     try:
-        return (
-            await asyncio.wrap_future(server.controller.submit(name, *args)),
-            None,
-            ErrorCode.none,
-        )
+        return await asyncio.wrap_future(server.controller.submit(name, *args)), ErrorCode.none
     except NotControllerError:
-        return None, None, ErrorCode.not_controller
+        return None, ErrorCode.not_controller
+
+
+NOT_CONTROLLER_MESSAGE = "This broker is not the controller."
 
 
 async def handle_alter_partition_reassignments(
@@ -126,14 +92,12 @@ async def handle_alter_partition_reassignments(
         for t in req.topics
         for p in t.partitions
     }
-    results, forwarded, code = await _controller_call(server, header, req, "reassign", requests)
-    if forwarded is not None:
-        return forwarded
+    results, code = await _controller_call(server, "reassign", requests)
     if results is None:
         return {
             "throttle_time": 0,
             "error_code": code,
-            "error_message": "not the controller",
+            "error_message": NOT_CONTROLLER_MESSAGE,
             "responses": [],
         }
     by_topic: dict[str, list] = {}
@@ -152,14 +116,12 @@ async def handle_alter_partition_reassignments(
 async def handle_list_partition_reassignments(
     server: KafkaServer, header: RequestHeader, req: Any
 ) -> Any:
-    listing, forwarded, code = await _controller_call(server, header, req, "list_reassignments")
-    if forwarded is not None:
-        return forwarded
+    listing, code = await _controller_call(server, "list_reassignments")
     if listing is None:
         return {
             "throttle_time": 0,
             "error_code": code,
-            "error_message": "not the controller",
+            "error_message": NOT_CONTROLLER_MESSAGE,
             "topics": [],
         }
     wanted = None

@@ -1,0 +1,76 @@
+"""Requests that only the controller answers (AlterPartitionReassignments,
+ListPartitionReassignments, ElectLeaders), for the operator tools.
+
+The tools find the controller as Kafka's admin client does (Metadata / DescribeCluster,
+here through confluent_kafka) and send the request there with the broker's own Kafka
+client (``broker.client.connection``, kio types), so every per-partition error message
+the controller gives reaches the operator. A NOT_CONTROLLER answer (the controller moved)
+is retried on the new one, as Kafka's admin client does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..client.connection import BrokerConnection, ConnectionClosed
+from .common import CliError
+
+RETRIES = 5
+
+# what the tools cannot do over their plain connection to the controller
+_UNSUPPORTED_PREFIXES = ("sasl.", "ssl.")
+
+
+def check_plaintext(conf: dict[str, str], tool: str) -> None:
+    """Refuse client properties the controller connection would not honour."""
+    protocol = conf.get("security.protocol", "PLAINTEXT").upper()
+    bad = [k for k in conf if k.startswith(_UNSUPPORTED_PREFIXES)]
+    if protocol != "PLAINTEXT" or bad:
+        raise CliError(
+            "INVALID_CONFIG",
+            f"{tool} talks to the controller over PLAINTEXT only (Quill's brokers have no "
+            f"other listener protocol); remove {', '.join(bad) or 'security.protocol=' + protocol} "
+            "from --command-config.",
+        )
+
+
+def controller_endpoint(admin, timeout: float = 30.0) -> tuple[str, int]:
+    from .common import result
+
+    cluster = result(admin.describe_cluster(request_timeout=timeout), timeout)
+    controller = cluster.controller
+    if controller is None or controller.id < 0:
+        raise CliError("NOT_CONTROLLER", "The cluster has no controller at the moment.")
+    return controller.host, controller.port
+
+
+def controller_request(admin, api_key: int, version: int, body: dict, timeout: float = 30.0) -> Any:
+    """Send ``body`` to the controller; the response (kio), after NOT_CONTROLLER retries."""
+    for attempt in range(RETRIES):
+        host, port = controller_endpoint(admin, timeout)
+        try:
+            response = asyncio.run(_send(host, port, api_key, version, body, timeout))
+        except (ConnectionClosed, OSError, TimeoutError) as exc:
+            if attempt == RETRIES - 1:
+                raise CliError(
+                    "NETWORK_EXCEPTION", f"The controller at {host}:{port}: {exc}"
+                ) from None
+            time.sleep(1.0)
+            continue
+        if getattr(response, "error_code", ErrorCode.none) != ErrorCode.not_controller:
+            return response
+        time.sleep(1.0)
+    raise CliError("NOT_CONTROLLER", "The controller kept moving; try again.")
+
+
+async def _send(host: str, port: int, api_key: int, version: int, body: dict, timeout: float):
+    conn = BrokerConnection(host, port, client_id="quill-admin-tool")
+    await conn.connect(timeout)
+    try:
+        return await conn.request(api_key, version, body, timeout)
+    finally:
+        await conn.close()
