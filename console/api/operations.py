@@ -48,9 +48,13 @@ class OperationIn(Schema):
     max_moves_per_broker: int | None = Field(
         None, description="reassign/rebalance: concurrent moves per broker (default 5)"
     )
-    partitions: list[PartitionIn] | None = Field(
-        None, description="elect-leaders: these partitions"
+    partitions: list[PartitionIn] | list[int] | None = Field(
+        None,
+        description="elect-leaders: these partitions ({topic, partition}); "
+        "compact: these partition numbers of the topic",
     )
+    topic: str | None = Field(None, description="compact: the (compacted) topic")
+    broker: int | None = Field(None, description="decommission, rolling-restart: one broker")
     election_type: Literal["preferred", "unclean"] | None = Field(
         None, description="elect-leaders (default preferred)"
     )
@@ -86,8 +90,6 @@ class OperationOut(Schema):
 )
 def start(request, body: OperationIn):
     data = body.dict(exclude_none=True)
-    if "partitions" in data:
-        data["partitions"] = [dict(p) for p in data["partitions"]]
     status, answer = service.start(actor(request), data)
     return Status(status, answer)
 

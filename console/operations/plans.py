@@ -155,3 +155,33 @@ def elect_leaders(body: dict) -> tuple[dict, dict]:
         "partitions": None if chosen is None else [list(p) for p in sorted(chosen)],
     }
     return params, {"partitions": params["partitions"], "election_type": election}
+
+
+def compact(body: dict) -> tuple[dict, dict]:
+    """Compaction now: a topic with cleanup.policy compact, every or chosen partitions."""
+    from console.cluster import admin
+
+    topic = body.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise OpError("compact needs the topic.", "topic")
+    placed = sorted(p for t, p in cluster.assignment([topic]) if t == topic)
+    if not placed:
+        raise OpError(f"Topic {topic!r} does not exist.", "topic")
+    policy = next(
+        (c["value"] for c in admin.topic_configs(topic) if c["name"] == "cleanup.policy"), ""
+    )
+    if "compact" not in (policy or ""):
+        raise OpError(
+            f"{topic!r} has cleanup.policy={policy}: only compacted topics can be compacted.",
+            "topic",
+        )
+    partitions = body.get("partitions")
+    if partitions is not None:
+        if not isinstance(partitions, list) or not all(isinstance(p, int) for p in partitions):
+            raise OpError("partitions must be a list of partition numbers.", "partitions")
+        missing = sorted(set(partitions) - set(placed))
+        if missing:
+            raise OpError(f"{topic!r} has no partition(s) {missing}.", "partitions")
+        partitions = sorted(set(partitions))
+    params = {"topic": topic, "partitions": partitions}
+    return params, dict(params)

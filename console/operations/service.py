@@ -31,6 +31,7 @@ def _plan_kinds():
         "reassign": plans.reassign,
         "rebalance": plans.rebalance,
         "elect-leaders": plans.elect_leaders,
+        "compact": plans.compact,
     }
 
 

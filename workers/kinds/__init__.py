@@ -1,5 +1,5 @@
 """One module per operation kind; importing this package registers every runner."""
 
-from workers.kinds import elect, reassign
+from workers.kinds import compact, elect, reassign
 
-__all__ = ["elect", "reassign"]
+__all__ = ["compact", "elect", "reassign"]

@@ -218,3 +218,35 @@ def test_a_second_job_on_the_same_partitions_is_refused(ops_stack):
     assert status == 409 and f"Operation {op_id}" in answer["detail"]
     stack.call("POST", f"/operations/{op_id}/cancel")
     stack.wait_state(op_id, states=("cancelled",), timeout=120)
+
+
+def test_compact_now_keeps_the_last_value_of_each_key(ops_stack):
+    stack = ops_stack
+    topic = unique("compact")
+    admin = AdminClient({"bootstrap.servers": stack.cluster.bootstrap})
+    config = {"cleanup.policy": "compact", "segment.bytes": "1048576"}
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]], config=config)
+    admin.create_topics([new])[topic].result(30)
+    producer = Producer({"bootstrap.servers": stack.cluster.bootstrap, "acks": "all"})
+    for version in range(100):
+        for key in range(100):
+            producer.produce(topic, key=b"k%03d" % key, value=b"v%03d-%03d" % (key, version))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+    status, answer = stack.call("POST", "/operations", {"kind": "compact", "topic": "nope"})
+    assert status == 400 and answer["errors"] == {"topic": "Topic 'nope' does not exist."}
+    status, started = stack.call("POST", "/operations", {"kind": "compact", "topic": topic})
+    assert status == 202, started
+    op = stack.wait_state(started["id"], timeout=240)
+    replicas = op["result"]["replicas"]
+    assert sorted(r["broker"] for r in replicas) == [1, 2]
+    for r in replicas:
+        assert r["error"] is None and r["bytes_after"] < r["bytes_before"]
+        assert r["records_removed"] > 0
+    values = read_all(stack.cluster.bootstrap, topic, 1)[0]
+    last = {}
+    for v in values:
+        last[v[:4]] = v
+    assert last == {b"v%03d" % k: b"v%03d-099" % k for k in range(100)}
+    assert len(values) < 10000
