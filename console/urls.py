@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console.api import api
-from console.views import audit, cluster, groups, messages, quotas, topics, users
+from console.views import audit, cluster, groups, messages, operations, quotas, topics, users
 
 urlpatterns = [
     path("", cluster.home, name="home"),
@@ -22,6 +22,10 @@ urlpatterns = [
     path("quotas/set", quotas.quota_set, name="quota-set"),
     path("messages/", messages.browse, name="messages"),
     path("messages/produce", messages.produce, name="produce"),
+    path("operations/", operations.operation_list, name="operations"),
+    path("operations/start", operations.operation_start, name="operation-start"),
+    path("operations/<int:op_id>/", operations.operation_detail, name="operation"),
+    path("operations/<int:op_id>/action", operations.operation_action, name="operation-action"),
     path("audit/", audit.audit_log, name="audit"),
     path("users/", users.user_list, name="users"),
     path("users/action", users.user_action, name="user-action"),

@@ -23,6 +23,7 @@ from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT, PYTHON
 from quill_stack.state import owner_env
 
+PASSWORD = "ops-" + uuid.uuid4().hex
 REDIS_DB = 7  # Celery queue and channel layer of these tests only
 FAST = {"replica.lag.time.max.ms": "2000", "group.initial.rebalance.delay.ms": "0"}
 
@@ -32,7 +33,7 @@ from console.models import ApiToken
 from console.roles import set_role
 user = get_user_model().objects.create_user({name!r}, password={password!r})
 set_role(user, {role!r})
-print(ApiToken.issue(user, "tests")[1])
+print(user.get_username(), ApiToken.issue(user, "tests")[1])
 """
 
 
@@ -59,6 +60,7 @@ class OpsStack:
     worker: ManagedProcess
     base: str
     tokens: dict = field(default_factory=dict)
+    users: dict = field(default_factory=dict)  # role -> user name (password PASSWORD)
 
     def call(self, method: str, path: str, body=None, role: str = "operator"):
         """(status, JSON answer) of an API call as `role`."""
@@ -114,8 +116,11 @@ class OpsStack:
         return {int(p): r for p, r in data["partitions"].items()}
 
 
-def _token(state_dir: Path, settings: dict, role: str) -> str:
-    script = TOKEN_SCRIPT.format(name=unique(role), password=uuid.uuid4().hex, role=role)
+def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> list[str]:
+    """A new user with `role` (and `password`); returns its API token."""
+    script = TOKEN_SCRIPT.format(
+        name=unique(role), password=password or uuid.uuid4().hex, role=role
+    )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", **settings}
     out = subprocess.run(
         [PYTHON, "manage.py", "shell", "-c", script],
@@ -126,7 +131,7 @@ def _token(state_dir: Path, settings: dict, role: str) -> str:
         timeout=120,
         check=True,
     )
-    return out.stdout.strip().splitlines()[-1]
+    return out.stdout.strip().splitlines()[-1].split()
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +149,7 @@ def ops_stack(cluster_factory, redis_server, tmp_path_factory):
         stack = OpsStack(cluster, state_dir, settings, console, None, f"http://127.0.0.1:{port}")
         stack.start_worker()
         for role in ("operator", "admin", "viewer"):
-            stack.tokens[role] = _token(state_dir, settings, role)
+            stack.users[role], stack.tokens[role] = _token(state_dir, settings, role, PASSWORD)
         yield stack
     finally:
         if stack is not None and stack.worker is not None:

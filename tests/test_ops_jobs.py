@@ -250,3 +250,56 @@ def test_compact_now_keeps_the_last_value_of_each_key(ops_stack):
         last[v[:4]] = v
     assert last == {b"v%03d" % k: b"v%03d-099" % k for k in range(100)}
     assert len(values) < 10000
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+
+
+@pytest.mark.browser
+def test_browser_watches_a_rebalance_reach_100_percent_without_reload(ops_stack):
+    from playwright.sync_api import sync_playwright
+
+    from tests.ops_stack_helpers import PASSWORD
+
+    stack = ops_stack
+    topic = unique("browse")
+    create(stack, topic, [[1, 2], [2, 1], [1, 2]])
+    for p in range(3):
+        fill(stack, topic, p, 1500)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(30_000)
+        page.goto(f"{stack.base}/accounts/login/")
+        page.fill("input[name=username]", stack.users["operator"])
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.goto(f"{stack.base}/topics/{topic}/")
+        page.fill("#op-buttons input[name=throttle]", "400000")
+        page.click("#propose-rebalance")
+        page.wait_for_selector("#proposal-moves tbody tr")
+        assert page.locator("#proposal-moves tbody tr").count() >= 1
+        assert "→" in page.locator("#proposal-brokers").text_content()
+        page.click("#execute")
+        page.wait_for_url("**/operations/*/")
+        op_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        page.wait_for_selector("#livedot[data-state=live]")
+        page.evaluate("window.__noReload = 'still here'")
+        seen = set()
+
+        def percent() -> str:
+            text = page.locator(f'[data-k="op:{op_id}:pct"]').first.text_content().strip()
+            seen.add(text)
+            return text
+
+        wait_until(lambda: percent() == "100.0 %", 240, "the progress bar at 100 %", 0.1)
+        state = page.locator(f'[data-k="op:{op_id}:state"]').first
+        wait_until(lambda: state.text_content().strip() == "succeeded", 60, "succeeded")
+        assert page.evaluate("window.__noReload") == "still here"
+        width = page.locator(f'[data-k="op:{op_id}:bar"] .fill').get_attribute("style")
+        assert "100" in width
+        assert "moving" in page.locator(f'[data-k="op:{op_id}:steps"]').text_content()
+        browser.close()
+    assert stack.operation(op_id)["state"] == "succeeded"
+    assert {b for r in stack.assignment(topic).values() for b in r} == {1, 2, 3}

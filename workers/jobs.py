@@ -90,12 +90,33 @@ def publish(op: Operation) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    data = {"operation": op.as_dict()}
+    data = {"operation": op.as_dict(full=False), "set": live_cells(op)}
     try:
         for sub in ("operations", f"operation:{op.id}"):
             async_to_sync(layer.group_send)(channel_group(sub), message(data))
     except Exception:  # noqa: BLE001 - Redis down: the record in the database stays right
         log.warning("could not publish operation %s to the channel layer", op.id, exc_info=True)
+
+
+def live_cells(op: Operation) -> dict:
+    """The cells the Operations pages patch (data-k keys; console.js)."""
+    from django.utils.html import format_html, format_html_join
+
+    percent = op.progress.get("percent", 100.0 if op.state == SUCCEEDED else 0)
+    steps = format_html_join(
+        "", "<li>{} {}</li>", ((s["at"][11:19], s["message"]) for s in op.steps)
+    )
+    done, total = op.progress.get("done", 0), op.progress.get("total", "?")
+    return {
+        f"op:{op.id}:state": {"t": op.state},
+        f"op:{op.id}:pct": {"t": f"{percent} %"},
+        f"op:{op.id}:bar": {
+            "h": format_html('<span class="fill" style="width: {}%"></span>', percent)
+        },
+        f"op:{op.id}:detail": {"t": f"{done} / {total}"},
+        f"op:{op.id}:steps": {"h": steps},
+        f"op:{op.id}:error": {"t": op.error},
+    }
 
 
 class Job:
