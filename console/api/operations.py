@@ -36,7 +36,8 @@ class OperationIn(Schema):
         None, description="rebalance: the intent (default balance)"
     )
     brokers: list[int] | None = Field(
-        None, description="rebalance add-broker/remove-broker: the brokers"
+        None,
+        description="rebalance add-broker/remove-broker: the brokers; rolling-restart: only these",
     )
     topics: list[str] | None = Field(
         None, description="rebalance, elect-leaders: limit to these topics"
@@ -54,7 +55,10 @@ class OperationIn(Schema):
         "compact: these partition numbers of the topic",
     )
     topic: str | None = Field(None, description="compact: the (compacted) topic")
-    broker: int | None = Field(None, description="decommission, rolling-restart: one broker")
+    broker: int | None = Field(None, description="decommission: the broker to drain and stop")
+    gate_timeout_s: int | None = Field(
+        None, description="rolling-restart: how long to wait for a broker's availability gate"
+    )
     election_type: Literal["preferred", "unclean"] | None = Field(
         None, description="elect-leaders (default preferred)"
     )

@@ -185,3 +185,40 @@ def compact(body: dict) -> tuple[dict, dict]:
         partitions = sorted(set(partitions))
     params = {"topic": topic, "partitions": partitions}
     return params, dict(params)
+
+
+def rolling_restart(body: dict) -> tuple[dict, dict]:
+    """Every (or the chosen) live broker, controller last; refused while partitions are
+    under-replicated or when no restart driver works here."""
+    from workers.kinds.restart import gate
+    from workers.restart import RestartError, get_driver
+
+    brokers = cluster.brokers()
+    wanted = body.get("brokers")
+    if wanted is not None:
+        if not isinstance(wanted, list) or not all(isinstance(b, int) for b in wanted):
+            raise OpError("brokers must be a list of broker ids.", "brokers")
+        unknown = sorted(set(wanted) - set(brokers))
+        if unknown:
+            raise OpError(f"Unknown or offline broker(s) {unknown}.", "brokers")
+    try:
+        why = get_driver().available()
+    except RestartError as exc:
+        why = str(exc)
+    if why:
+        raise OpError(why, "kind", status=409)
+    under = gate(-1)
+    if under:
+        raise OpError(f"Not now: {under}. A rolling restart needs a healthy cluster.", status=409)
+    params = {"brokers": wanted, "gate_timeout_s": _int(body, "gate_timeout_s", 1, 300)}
+    return params, {"brokers": wanted or sorted(brokers)}
+
+
+def decommission(body: dict) -> tuple[dict, dict]:
+    """Drain one broker (remove-broker proposal over every topic), then stop it."""
+    broker = _int(body, "broker", 0)
+    if broker is None:
+        raise OpError("decommission needs the broker.", "broker")
+    params, preview = rebalance({**body, "goal": "remove-broker", "brokers": [broker]})
+    params["broker"] = broker
+    return params, preview

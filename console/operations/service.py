@@ -32,6 +32,8 @@ def _plan_kinds():
         "rebalance": plans.rebalance,
         "elect-leaders": plans.elect_leaders,
         "compact": plans.compact,
+        "rolling-restart": plans.rolling_restart,
+        "decommission": plans.decommission,
     }
 
 

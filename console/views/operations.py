@@ -17,7 +17,7 @@ from console.operations.models import Operation
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, back, page
 
-INT_FIELDS = ("throttle", "max_moves_per_broker", "replication_factor", "broker")
+INT_FIELDS = ("throttle", "max_moves_per_broker", "replication_factor", "broker", "gate_timeout_s")
 LIST_INT_FIELDS = ("brokers",)
 LIST_FIELDS = ("topics",)
 

@@ -1,0 +1,130 @@
+"""Rolling restart through the real supervisor: `quill-stack up` runs ZooKeeper, Redis,
+three brokers, the console and the Celery worker; the worker restarts brokers with
+`quill-stack restart broker-N` (the local driver). Under an acks=all producer every
+broker's pid changes, the controller's last, and nothing acknowledged is lost; the
+availability gate refuses when a topic with RF 2 and min.insync.replicas 2 would go
+under min ISR, and nothing is restarted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from quill_stack.services import PROJECT_ROOT, PYTHON
+from tests.cluster_helpers import BackgroundProducer
+from tests.ops_stack_helpers import TOKEN_SCRIPT, read_all, unique, wait_until
+from tests.stack_helpers import quill_stack, service_entry, stack_env
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    state_dir = tmp_path_factory.mktemp("ops-restart")
+    env = stack_env(state_dir, QUILL_BROKERS="3")
+    up = quill_stack(env, "up", timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        script = TOKEN_SCRIPT.format(name="roller", password="pw-roller-1", role="admin")
+        made = subprocess.run(
+            [PYTHON, "manage.py", "shell", "-c", script],
+            cwd=PROJECT_ROOT,
+            env={**env, "DJANGO_SETTINGS_MODULE": "console.settings"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        token = made.stdout.split()[-1]
+        base = int(env["QUILL_BROKER_BASE_PORT"])
+        yield {
+            "env": env,
+            "state_dir": state_dir,
+            "token": token,
+            "url": f"http://127.0.0.1:{env['QUILL_CONSOLE_PORT']}/api",
+            "bootstrap": ",".join(f"127.0.0.1:{base + i}" for i in range(3)),
+        }
+    finally:
+        down = quill_stack(env, "down", timeout=180)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+def call(stack, method, path, body=None):
+    request = urllib.request.Request(
+        stack["url"] + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {stack['token']}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def pids(stack) -> dict[int, int]:
+    return {b: service_entry(stack["state_dir"], f"broker-{b}").get("pid") for b in (1, 2, 3)}
+
+
+def ended(stack, op_id, timeout=600) -> dict:
+    def done():
+        op = call(stack, "GET", f"/operations/{op_id}")[1]
+        return op if op["state"] in ("succeeded", "failed", "cancelled") else None
+
+    return wait_until(done, timeout, f"operation {op_id} to end", 1.0)
+
+
+def create(stack, topic, rf, min_isr):
+    admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
+    new = NewTopic(topic, 3, rf, config={"min.insync.replicas": str(min_isr)})
+    admin.create_topics([new])[topic].result(30)
+    time.sleep(2)
+
+
+def test_the_gate_refuses_when_a_topic_would_go_under_min_isr(stack):
+    topic = unique("gate")
+    create(stack, topic, 2, 2)
+    before = pids(stack)
+    status, started = call(
+        stack, "POST", "/operations", {"kind": "rolling-restart", "gate_timeout_s": 5}
+    )
+    assert status == 202, started
+    op = ended(stack, started["id"])
+    assert op["state"] == "failed"
+    assert "would leave it under min ISR" in op["error"] and "Restarted so far: none" in op["error"]
+    assert pids(stack) == before
+    admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
+    admin.delete_topics([topic])[topic].result(30)
+    time.sleep(2)
+
+
+def test_rolling_restart_changes_every_pid_controller_last_nothing_lost(stack):
+    topic = unique("roll")
+    create(stack, topic, 3, 2)
+    producer = BackgroundProducer(stack["bootstrap"], topic, partitions=3)
+    producer.start()
+    try:
+        wait_until(lambda: len(producer.all_acked()) > 100, 60, "records acknowledged")
+        before = pids(stack)
+        status, started = call(stack, "POST", "/operations", {"kind": "rolling-restart"})
+        assert status == 202, started
+        op = ended(stack, started["id"])
+        assert op["state"] == "succeeded", (op["error"], op["steps"][-6:])
+    finally:
+        producer.stop(120)
+    after = pids(stack)
+    assert all(after[b] != before[b] for b in (1, 2, 3)), (before, after)
+    order = [r["broker"] for r in op["result"]["restarted"]]
+    assert sorted(order) == [1, 2, 3]
+    assert f"controller {order[-1]} last" in op["steps"][1]["message"]
+    assert not producer.failures
+    stored = read_all(stack["bootstrap"], topic, 3)
+    for p in range(3):
+        assert not set(producer.acked[p]) - set(stored[p])
