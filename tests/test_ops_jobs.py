@@ -1,8 +1,9 @@
-"""Reassignment operations end to end: the console's API (daphne), a real Celery worker
-and three brokers. A rebalance under an idempotent acks=all producer loses and
-duplicates nothing and leaves no throttle; a worker killed -9 mid-move finishes the job
-after it starts again; a cancel puts the moving partitions back; wrong input is refused
-with nothing started."""
+"""Operations end to end: the console's API (daphne), a real Celery worker and three
+brokers. A rebalance under an idempotent acks=all producer loses and duplicates nothing
+and leaves no throttle; a worker killed -9 mid-move finishes the job after it starts
+again; a cancel puts the moving partitions back; a preferred election reports what
+moved; compact now keeps the last value of each key; wrong input is refused with
+nothing started; and chromium watches a rebalance's progress bar reach 100 % live."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster_helpers import BackgroundProducer
-from tests.ops_stack_helpers import read_all, unique, wait_until
+
+pytest.register_assert_rewrite("tests.ops_stack_helpers")
+from tests.ops_stack_helpers import read_all, unique, wait_until  # noqa: E402
 
 pytest_plugins = ["tests.ops_stack_helpers"]  # the shared `ops_stack` fixture
 

@@ -38,11 +38,15 @@ class _State:
         self.leaders = dict.fromkeys(self.brokers, 0)
         self.topic_count: dict[tuple[str, int], int] = defaultdict(int)
         self.hosted: dict[int, dict[Part, None]] = {b: {} for b in self.brokers}
-        # Versions that tell when a (src, dst) pair with no possible move may have one:
-        # src gained a replica, dst lost one, or a move changed some partition's racks.
+        # (src, dst) pairs with no possible move, and the versions they were found at: a
+        # pair may have one again once src gained a replica or dst lost one, or when a
+        # partition on src left dst's rack (replace() forgets those pairs).
         self.adds = dict.fromkeys(self.brokers, 0)
         self.rems = dict.fromkeys(self.brokers, 0)
-        self.rack_moves = 0
+        self.stuck: dict[tuple[int, int], tuple[int, int]] = {}
+        self.on_rack: dict[str, list[int]] = defaultdict(list)
+        for b in self.brokers:
+            self.on_rack[rack_of[b]].append(b)
 
     def tally(self):
         for part, replicas in self.target.items():
@@ -71,8 +75,11 @@ class _State:
         replicas = self.target[part]
         i = replicas.index(old)
         replicas[i] = new
-        if self.rack_of.get(old) != self.rack_of[new]:
-            self.rack_moves += 1
+        left = self.rack_of.get(old)
+        if left != self.rack_of[new] and self.stuck:
+            for holder in replicas:
+                for dst in self.on_rack.get(left, ()):
+                    self.stuck.pop((holder, dst), None)
         self._remove(part, old)
         self._add(part, new)
         if i == 0:
@@ -208,11 +215,15 @@ def _movable(state: _State, part: Part, src: int, dst: int, n_racks: int) -> boo
 
 def _best_move(state: _State, src: int, dst: int, n_racks: int) -> Part | None:
     """Of the first SCAN parts on src that may go to dst, the one whose topic is most
-    over-represented on src, then the one that best evens bytes."""
+    over-represented on src, then the one that best evens bytes. Parts that cannot go
+    are moved to the back of src's list, so later scans do not wade through them again."""
     gap = (state.bytes[src] - state.bytes[dst]) / 2
     best, best_key, seen = None, None, 0
-    for part in state.hosted[src]:
+    hosted = state.hosted[src]
+    skipped = []
+    for part in hosted:
         if not _movable(state, part, src, dst, n_racks):
+            skipped.append(part)
             continue
         t = part[0]
         spread = state.topic_count[(t, src)] - state.topic_count[(t, dst)]
@@ -222,13 +233,16 @@ def _best_move(state: _State, src: int, dst: int, n_racks: int) -> Part | None:
         seen += 1
         if seen >= SCAN:
             break
+    for part in skipped:
+        del hosted[part]
+        hosted[part] = None
     return best
 
 
 def _replica_balance(state: _State, n_racks: int):
     """Move replicas from the most to the least loaded brokers until counts differ by
     at most one (or no move keeps racks whole)."""
-    stuck: dict[tuple[int, int], tuple] = {}
+    stuck = state.stuck
     while True:
         order = sorted(state.brokers, key=lambda b: (state.count[b], state.bytes[b]))
         moved = False
@@ -236,7 +250,7 @@ def _replica_balance(state: _State, n_racks: int):
             for dst in order:
                 if state.count[src] - state.count[dst] <= 1:
                     break
-                version = (state.adds[src], state.rems[dst], state.rack_moves)
+                version = (state.adds[src], state.rems[dst])
                 if stuck.get((src, dst)) == version:
                     continue
                 part = _best_move(state, src, dst, n_racks)
