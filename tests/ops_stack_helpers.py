@@ -5,6 +5,7 @@ an admin; a small JSON client; reading a topic back whole."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -134,27 +135,42 @@ def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> li
     return out.stdout.strip().splitlines()[-1].split()
 
 
-@pytest.fixture(scope="module")
-def ops_stack(cluster_factory, redis_server, tmp_path_factory):
-    cluster = cluster_factory(3, **FAST)
-    state_dir = tmp_path_factory.mktemp("ops-stack")
-    redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{REDIS_DB}"
+@contextlib.contextmanager
+def running_stack(cluster, redis_url: str, state_dir: Path, monitor: bool = False):
+    """The console and a worker (and the monitor) for `cluster`, with tokens; stopped after."""
     settings = services.app_env(state_dir, redis_url, cluster.zk_connect, cluster.bootstrap)
     port = ports.free_port()
     console = ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir))
+    extra = []
     console.start()
     stack = None
     try:
         console.wait_healthy(timeout=120)
         stack = OpsStack(cluster, state_dir, settings, console, None, f"http://127.0.0.1:{port}")
         stack.start_worker()
+        if monitor:
+            extra.append(
+                ManagedProcess(services.monitor_spec(state_dir, settings), owner_env(state_dir))
+            )
+            extra[-1].start()
+            extra[-1].wait_healthy(timeout=120)
         for role in ("operator", "admin", "viewer"):
             stack.users[role], stack.tokens[role] = _token(state_dir, settings, role, PASSWORD)
         yield stack
     finally:
+        for proc in extra:
+            proc.stop()
         if stack is not None and stack.worker is not None:
             stack.worker.stop()
         console.stop()
+
+
+@pytest.fixture(scope="module")
+def ops_stack(cluster_factory, redis_server, tmp_path_factory):
+    cluster = cluster_factory(3, **FAST)
+    redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{REDIS_DB}"
+    with running_stack(cluster, redis_url, tmp_path_factory.mktemp("ops-stack")) as stack:
+        yield stack
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict:
