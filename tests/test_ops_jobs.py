@@ -306,3 +306,18 @@ def test_browser_watches_a_rebalance_reach_100_percent_without_reload(ops_stack)
         browser.close()
     assert stack.operation(op_id)["state"] == "succeeded"
     assert {b for r in stack.assignment(topic).values() for b in r} == {1, 2, 3}
+
+
+def test_pause_holds_the_job_and_resume_finishes_it(ops_stack):
+    stack = ops_stack
+    topic, op_id = _slow_move(stack, "pause")
+    status, body = stack.call("POST", f"/operations/{op_id}/pause")
+    assert status == 200 and body["pause_requested"] is True
+    stack.wait_state(op_id, states=("paused",), timeout=60)
+    status, body = stack.call("POST", f"/operations/{op_id}/resume")
+    assert status == 200 and body["pause_requested"] is False
+    op = stack.wait_state(op_id, timeout=240)
+    messages = [s["message"] for s in op["steps"]]
+    assert "paused" in messages and "resumed" in messages
+    assert stack.assignment(topic) == {0: [2, 3]}
+    assert no_throttles(stack, topic) == {}
