@@ -321,3 +321,30 @@ def test_pause_holds_the_job_and_resume_finishes_it(ops_stack):
     assert "paused" in messages and "resumed" in messages
     assert stack.assignment(topic) == {0: [2, 3]}
     assert no_throttles(stack, topic) == {}
+
+
+def test_a_dead_destination_broker_stalls_its_move_and_the_job_says_which(ops_stack):
+    """Last in the module: it kills broker 3 (and starts it again)."""
+    stack = ops_stack
+    topic, op_id = _slow_move(stack, "stall")
+    broker = stack.cluster.broker(3)
+    broker.kill()
+    try:
+        said = f"stalled: {topic}-0 waits for broker 3, which is down"
+
+        def stalled():
+            op = stack.operation(op_id)
+            return said in [s["message"] for s in op["steps"]] and op["progress"]["stalled"]
+
+        try:
+            wait_until(stalled, 90, "the job to report the stalled move", 1.0)
+        except AssertionError:
+            op = stack.operation(op_id)
+            raise AssertionError((op["state"], op["error"], op["steps"][-4:])) from None
+        assert stack.operation(op_id)["state"] == "running"
+    finally:
+        broker.start()
+    op = stack.wait_state(op_id, timeout=300)
+    assert stack.assignment(topic) == {0: [2, 3]}
+    assert no_throttles(stack, topic) == {}
+    assert op["progress"]["percent"] == 100.0

@@ -16,12 +16,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from kazoo.exceptions import KazooException
+
+from console.errors import ClusterUnavailable
 from workers import cluster
 from workers.jobs import Cancelled, Job, JobFailed, runner
 
 Part = tuple[str, int]
 DEFAULT_MAX_MOVES = 5  # Cruise Control's num.concurrent.partition.movements.per.broker
 CANCEL_WAIT_S = 120
+RETRY_S = 300  # how long the cluster may not answer before the job fails
 
 
 def parse_plan(plan: dict) -> dict[Part, list[int]]:
@@ -78,6 +82,7 @@ class Execution:
         self.sizes: dict[Part, int] = {}
         self.started_at = time.monotonic()
         self.stalled_said: set[tuple[Part, int]] = set()
+        self.failing_since: float | None = None
 
     def brokers_involved(self) -> set[int]:
         return {b for p in self.target for b in self.original[p] + self.target[p]}
@@ -95,17 +100,7 @@ class Execution:
         )
         job.progress(total=len(self.target), done=0, bytes_total=total_bytes)
         try:
-            while True:
-                job.check()
-                done, moving, pending = self.classify()
-                self.report(done, moving, total_bytes)
-                if not pending and not moving:
-                    break
-                batch = self.next_batch(moving, pending)
-                if batch:
-                    self.start(batch, moving)
-                elif not moving:
-                    raise JobFailed("Nothing is moving and nothing can start.")
+            while not self.round(total_bytes):
                 job.sleep(1)
         except Cancelled:
             raise Cancelled(self.cancel()) from None
@@ -114,6 +109,35 @@ class Execution:
             if removed:
                 job.step(f"throttles removed from {', '.join(removed)}")
         return {"moved": len(self.target), "bytes_moved": total_bytes}
+
+    def round(self, total_bytes: int) -> bool:
+        """One look at the cluster and what to start; True once every move is done. A
+        cluster that does not answer (a broker or the controller restarting) is retried
+        for up to RETRY_S before the job fails."""
+        self.job.check()
+        try:
+            done, moving, pending = self.classify()
+            self.report(done, moving, total_bytes)
+            if not pending and not moving:
+                return True
+            batch = self.next_batch(moving, pending)
+            if batch:
+                self.start(batch, moving)
+            elif not moving:
+                raise JobFailed("Nothing is moving and nothing can start.")
+        except (ClusterUnavailable, KazooException) as exc:
+            why = getattr(exc, "message", None) or repr(exc)
+            now = time.monotonic()
+            if self.failing_since is None:
+                self.failing_since = now
+                self.job.step(f"the cluster did not answer ({why}); retrying")
+            elif now - self.failing_since > RETRY_S:
+                raise JobFailed(f"The cluster has not answered for {RETRY_S} s: {why}") from None
+            return False
+        if self.failing_since is not None:
+            self.failing_since = None
+            self.job.step("the cluster answers again")
+        return False
 
     def classify(self) -> tuple[list[Part], list[Part], list[Part]]:
         current = cluster.assignment(sorted(self.topics))
