@@ -16,6 +16,7 @@ import urllib.request
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from quill_stack import ports
 from quill_stack.services import PROJECT_ROOT, PYTHON
 from tests.cluster_helpers import BackgroundProducer
 from tests.ops_stack_helpers import TOKEN_SCRIPT, read_all, unique, wait_until
@@ -24,10 +25,19 @@ from tests.stack_helpers import quill_stack, service_entry, stack_env
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
+def three_free_ports() -> int:
+    """A base port with base + 1 and base + 2 free too (brokers 1-3 listen there)."""
+    for _ in range(200):
+        base = ports.free_port()
+        if not any(ports.port_in_use(base + i) for i in (1, 2)):
+            return base
+    raise AssertionError("no three consecutive free ports")
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     state_dir = tmp_path_factory.mktemp("ops-restart")
-    env = stack_env(state_dir, QUILL_BROKERS="3")
+    env = stack_env(state_dir, QUILL_BROKERS="3", QUILL_BROKER_BASE_PORT=str(three_free_ports()))
     up = quill_stack(env, "up", timeout=300)
     assert up.returncode == 0, up.stdout + up.stderr
     try:

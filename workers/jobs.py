@@ -79,9 +79,10 @@ def runner(kind: str):
     return register
 
 
-def publish(op: Operation) -> None:
+def publish(op: Operation, refresh: bool = False) -> None:
     """Send the record to the pages watching it; a channel layer that is down only
-    costs the live view (pages also poll GET /api/operations/<id>)."""
+    costs the live view. `refresh` (a job starts or ends) makes the pages fetch
+    themselves again (new rows in the list, the result on the detail page)."""
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
@@ -90,7 +91,7 @@ def publish(op: Operation) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    data = {"operation": op.as_dict(full=False), "set": live_cells(op)}
+    data = {"operation": op.as_dict(full=False), "set": live_cells(op), "refresh": refresh}
     try:
         for sub in ("operations", f"operation:{op.id}"):
             async_to_sync(layer.group_send)(channel_group(sub), message(data))
@@ -236,7 +237,7 @@ def _finish(job: Job, state: str, result=None, error: str = "") -> None:
         op.result = result
     op.lease_owner, op.lease_until = "", None
     op.save(update_fields=["state", "error", "finished", "result", "lease_owner", "lease_until"])
-    publish(op)
+    publish(op, refresh=True)
 
 
 def run(op_id: int) -> str:

@@ -61,6 +61,7 @@ def start(actor: Actor, body: dict) -> tuple[int, dict]:
         )
     actor.done("operation.start", f"operation:{op.id}", after={"kind": kind, **_summary(params)})
     enqueue(op.id)
+    _publish(op, refresh=True)  # the list pages show the new row
     return 202, {"id": op.id}
 
 
@@ -140,7 +141,7 @@ def pause(actor: Actor, op_id: int, paused: bool) -> dict:
     return op.as_dict(full=False)
 
 
-def _publish(op: Operation) -> None:
+def _publish(op: Operation, refresh: bool = False) -> None:
     from workers.jobs import publish
 
-    publish(op)
+    publish(op, refresh)
