@@ -6,6 +6,7 @@ down    stop everything (no restarts) and verify that nothing is left
 status  one line per process: pid, port, healthy, restarts, uptime
 logs    the last lines of each process's log (-f to follow)
 restart NAME  restart one process (SIGTERM: a broker's controlled shutdown), wait until healthy
+stop NAME     stop one process and keep it down (no restarts); start NAME brings it back
 
 Configuration comes from QUILL_* env vars (see README.md, "Configuration").
 """
@@ -308,15 +309,19 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
+    """restart, stop or start one process (args.command), through the supervisor."""
     cfg = load_config(args)
     pid = state.running_pid(cfg.state_dir)
     if not pid:
         report_stale(cfg.state_dir)
-        return fail(f"the stack is not running (state dir {cfg.state_dir}); nothing to restart")
-    print(f"quill-stack: restarting {args.name} (supervisor pid {pid})")
-    answer = request_restart(cfg.state_dir, args.name, args.timeout)
+        return fail(
+            f"the stack is not running (state dir {cfg.state_dir}); nothing to {args.command}"
+        )
+    doing = {"restart": "restarting", "stop": "stopping", "start": "starting"}[args.command]
+    print(f"quill-stack: {doing} {args.name} (supervisor pid {pid})")
+    answer = request_restart(cfg.state_dir, args.name, args.timeout, action=args.command)
     if not answer.get("ok"):
-        return fail(f"restarting {args.name} failed: {answer.get('message')}")
+        return fail(f"{doing} {args.name} failed: {answer.get('message')}")
     print(f"quill-stack: {answer['message']}")
     return 0
 
@@ -350,10 +355,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--lines", type=int, default=20)
     p.add_argument("-f", "--follow", action="store_true")
     p.set_defaults(func=cmd_logs)
-    p = sub.add_parser("restart", help="restart one process and wait until it is healthy")
-    p.add_argument("name", help="the process, e.g. broker-2")
-    p.add_argument("--timeout", type=float, default=UP_TIMEOUT)
-    p.set_defaults(func=cmd_restart)
+    for name, help_text in (
+        ("restart", "restart one process (SIGTERM, start) and wait until it is healthy"),
+        ("stop", "stop one process (SIGTERM) and keep it down until `start`"),
+        ("start", "start a process `stop` took down, and wait until it is healthy"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("name", help="the process, e.g. broker-2")
+        p.add_argument("--timeout", type=float, default=UP_TIMEOUT)
+        p.set_defaults(func=cmd_restart)
     return parser
 
 

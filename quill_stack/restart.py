@@ -1,4 +1,5 @@
-"""`quill-stack restart NAME`: restart one process of a running stack, through its supervisor.
+"""`quill-stack restart|stop|start NAME`: one process of a running stack, through its
+supervisor (`stop` keeps it down, no restart, until `start`: a decommissioned broker).
 
 The command and the supervisor talk through files in the state dir, as the rest of the
 stack does (status.json, supervisor.pid): the command writes
@@ -42,12 +43,14 @@ def _write(path: Path, body: dict) -> None:
 # ---------------------------------------------------------------- the command's side
 
 
-def request_restart(state_dir: Path, name: str, timeout: float) -> dict:
-    """Ask the running supervisor to restart ``name``; its answer, or a timeout answer."""
+def request_restart(state_dir: Path, name: str, timeout: float, action: str = "restart") -> dict:
+    """Ask the running supervisor to ``action`` (restart, stop, start) ``name``; its
+    answer, or a timeout answer."""
     folder = requests_dir(state_dir)
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{name}.{uuid.uuid4().hex[:12]}"
-    _write(folder / (stem + REQUEST), {"name": name, "requested_at": time.time()})
+    body = {"name": name, "action": action, "requested_at": time.time()}
+    _write(folder / (stem + REQUEST), body)
     done = folder / (stem + DONE)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -69,7 +72,7 @@ def request_restart(state_dir: Path, name: str, timeout: float) -> dict:
 
 
 class RestartRequests:
-    """Polled by the supervisor's loop; one thread per restart."""
+    """Polled by the supervisor's loop; one thread per request (restart, stop, start)."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.sup = supervisor
@@ -82,36 +85,63 @@ class RestartRequests:
         for path in sorted(self.folder.glob("*" + REQUEST)):
             stem = path.name[: -len(REQUEST)]
             name = stem.rsplit(".", 1)[0]
+            try:
+                action = json.loads(path.read_text()).get("action", "restart")
+            except (OSError, ValueError, AttributeError):
+                action = "restart"
             path.unlink(missing_ok=True)
-            self._take(name, self.folder / (stem + DONE))
+            self._take(name, action, self.folder / (stem + DONE))
 
-    def _take(self, name: str, done: Path) -> None:
+    def _take(self, name: str, action: str, done: Path) -> None:
         entries = {e.proc.name: e for e in self.sup.entries}
         entry = entries.get(name)
-        if entry is None:
+        target = {"restart": self._restart, "stop": self._stop, "start": self._start}.get(action)
+        if entry is None or target is None:
             names = ", ".join(entries) or "none"
-            _write(done, {"ok": False, "message": f"no process named {name!r} in this stack "
-                                                  f"(its processes: {names})"})  # fmt: skip
+            message = (
+                f"no process named {name!r} in this stack (its processes: {names})"
+                if entry is None
+                else f"unknown action {action!r} (restart, stop, start)"
+            )
+            _write(done, {"ok": False, "message": message})
             return
         busy = self.threads.get(name)
         if busy is not None and busy.is_alive():
-            _write(done, {"ok": False, "message": f"{name} is already being restarted"})
+            _write(done, {"ok": False, "message": f"{name} is busy with an earlier request"})
+            return
+        if action == "start" and entry.state != "stopped":
+            _write(done, {"ok": False, "message": f"{name} is {entry.state}, not stopped"})
             return
         thread = threading.Thread(
-            target=self._restart, args=(entry, done), name=f"restart-{name}", daemon=True
+            target=target, args=(entry, done), name=f"{action}-{name}", daemon=True
         )
         self.threads[name] = thread
         thread.start()
 
-    def _restart(self, entry: Entry, done: Path) -> None:
-        sup, proc = self.sup, entry.proc
+    def _terminate(self, entry: Entry, why: str) -> int | None:
+        """SIGTERM (a broker's controlled shutdown) and wait; the old pid."""
+        proc = entry.proc
         old_pid = proc.pid if proc.alive() else None
-        entry.state = "restarting"  # the supervisor's loop leaves it alone meanwhile
-        sup.log(f"restarting {proc.name} (pid {old_pid}) on request: SIGTERM, then start again")
-        proc.note("restart requested (quill-stack restart): stopping")
+        entry.state = "stopping"  # the supervisor's loop leaves it alone meanwhile
+        self.sup.log(f"{why} {proc.name} (pid {old_pid}) on request: SIGTERM")
+        proc.note(f"{why} on request (quill-stack): stopping")
         proc.terminate()
         code = proc.wait_stopped()
-        sup.log(f"stopped {proc.name} (exit {describe_exit(code)})")
+        self.sup.log(f"stopped {proc.name} (exit {describe_exit(code)})")
+        return old_pid
+
+    def _stop(self, entry: Entry, done: Path) -> None:
+        old_pid = self._terminate(entry, "stopping")
+        entry.state = "stopped"  # not restarted until `quill-stack start`
+        _write(done, {"ok": True, "old_pid": old_pid, "message": f"stopped {entry.proc.name} "
+                      f"(pid {old_pid}); `quill-stack start {entry.proc.name}` starts it again"})  # fmt: skip
+
+    def _restart(self, entry: Entry, done: Path) -> None:
+        old_pid = self._terminate(entry, "restarting")
+        self._start(entry, done, old_pid, "restarted")
+
+    def _start(self, entry: Entry, done: Path, old_pid: int | None = None, verb="started") -> None:
+        sup, proc = self.sup, entry.proc
         if sup.stop_requested:
             entry.state = "stopped"
             _write(done, {"ok": False, "old_pid": old_pid, "message": "the stack is stopping"})
@@ -122,15 +152,18 @@ class RestartRequests:
         entry.state = "backoff"
         deadline = time.monotonic() + proc.spec.start_timeout
         try:
-            while not (entry.state == "running" and proc.pid != old_pid):
+            while not (entry.state == "running" and proc.pid != old_pid and proc.alive()):
                 if sup.stop_requested or time.monotonic() > deadline:
                     raise StartError(f"{proc.name} was not started again")
                 time.sleep(0.05)
             proc.wait_healthy()
         except StartError as exc:
-            sup.log(f"restarting {proc.name} failed: {exc}")
+            sup.log(f"starting {proc.name} failed: {exc}")
             _write(done, {"ok": False, "old_pid": old_pid, "message": str(exc)})
             return
         sup.log(f"{proc.name} is healthy again (pid {proc.pid})")
-        _write(done, {"ok": True, "old_pid": old_pid, "new_pid": proc.pid,
-                      "message": f"restarted {proc.name}: pid {old_pid} -> {proc.pid}, healthy"})  # fmt: skip
+        if old_pid is None:
+            message = f"{verb} {proc.name}: pid {proc.pid}, healthy"
+        else:
+            message = f"{verb} {proc.name}: pid {old_pid} -> {proc.pid}, healthy"
+        _write(done, {"ok": True, "old_pid": old_pid, "new_pid": proc.pid, "message": message})

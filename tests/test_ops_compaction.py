@@ -88,7 +88,7 @@ def test_compact_now_keeps_the_last_value_of_each_key(cluster_factory):
     zk = cluster.zk_client()
 
     _request(zk, topic, CompactRequest(id="job-1", partitions=[0], roll=True))
-    results = _wait_results(zk, topic, (1, 2), "job-1")
+    results = first = _wait_results(zk, topic, (1, 2), "job-1")
     for broker, body in results.items():
         assert body["broker"] == broker and body["finished_ms"] > 0
         (p0,) = body["partitions"]
@@ -99,6 +99,7 @@ def test_compact_now_keeps_the_last_value_of_each_key(cluster_factory):
         assert 0 < p0["bytes_after"] < p0["bytes_before"] / 20
         assert p0["cleaned_up_to"] == KEYS * VERSIONS + DELETED
         assert p0["duration_ms"] >= 0 and p0["finished_ms"] > 0
+        assert p0["last_clean_ms"] > 0 and p0["uncleanable"] is False
     assert _results(zk, topic, 3) is None  # broker 3 hosts no replica of partition 0
 
     records = _read(cluster.bootstrap, topic, 0)
@@ -121,3 +122,15 @@ def test_compact_now_keeps_the_last_value_of_each_key(cluster_factory):
     for broker in (2, 3):
         assert by_partition[(broker, 1)]["records_removed"] == 4
     assert _read(cluster.bootstrap, topic, 1) == [(b"same", b"4")]
+
+    # the standing figures only ("clean": false): nothing is cleaned or rolled
+    _request(zk, topic, CompactRequest(id="status-1", partitions=[0], roll=False, clean=False))
+    results = _wait_results(zk, topic, (1, 2), "status-1")
+    for broker, body in results.items():
+        (p0,) = body["partitions"]
+        assert p0["dirty_ratio"] == 0.0 and p0["uncleanable"] is False
+        assert p0["bytes"] == by_partition[(broker, 0)]["bytes_after"]
+        # job-2 found nothing to clean in partition 0: its last clean is job-1's
+        assert p0["last_clean_ms"] == first[broker]["partitions"][0]["last_clean_ms"]
+        assert p0["cleaned_up_to"] == KEYS * VERSIONS + DELETED
+        assert "records_removed" not in p0 and p0["finished_ms"] > 0

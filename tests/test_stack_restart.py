@@ -1,7 +1,10 @@
-"""`quill-stack restart NAME`: one broker of a running stack stopped with SIGTERM (its
-controlled shutdown), started again and healthy, through the supervisor."""
+"""`quill-stack restart|stop|start NAME`: one broker of a running stack stopped with
+SIGTERM (its controlled shutdown), started again and healthy, or kept down until started,
+through the supervisor."""
 
 from __future__ import annotations
+
+import time
 
 from quill_stack import health, state
 from tests.group_helpers import wait_until
@@ -33,6 +36,25 @@ def test_restart_one_broker_through_the_supervisor(tmp_path):
         assert "broker 1 stopped cleanly" in broker_log  # SIGTERM, not a kill
         supervisor_log = (state.logs_dir(tmp_path) / "supervisor.log").read_text()
         assert f"restarting broker-1 (pid {before['pid']}) on request" in supervisor_log
+
+        # stop keeps it down (a decommissioned broker), start brings it back
+        stopped = quill_stack(env, "stop", "broker-1", timeout=300)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert f"stopped broker-1 (pid {after['pid']})" in stopped.stdout
+        wait_until(lambda: service_entry(tmp_path, "broker-1").get("state") == "stopped",
+                   timeout=30, what="status.json to show broker-1 stopped")  # fmt: skip
+        assert not health.api_versions("127.0.0.1", port, timeout=1.0)[0]
+        time.sleep(2.0)  # ten turns of the supervisor's loop: it must not restart it
+        assert service_entry(tmp_path, "broker-1")["state"] == "stopped"
+        assert service_entry(tmp_path, "broker-1")["restarts"] == after["restarts"]
+        again = quill_stack(env, "start", "broker-7")
+        assert again.returncode == 1 and "no process named 'broker-7'" in again.stderr
+        started = quill_stack(env, "start", "broker-1", timeout=300)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "started broker-1: pid " in started.stdout and ", healthy" in started.stdout
+        assert health.api_versions("127.0.0.1", port)[0]
+        twice = quill_stack(env, "start", "broker-1")
+        assert twice.returncode == 1 and "broker-1 is running, not stopped" in twice.stderr
 
         unknown = quill_stack(env, "restart", "broker-7")
         assert unknown.returncode == 1

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 REASSIGN_PATH = ReassignPartitionsZNode.path
-decode_request = ReassignPartitionsZNode.decode
-encode_request = ReassignPartitionsZNode.encode
 TopicPartition = tuple[str, int]
 
 
@@ -131,7 +129,11 @@ class Reassigner:
             data, _ = self.c.client.get(REASSIGN_PATH)
         except NoNodeError:
             return
-        wanted = {k: v for k, v in decode_request(data).items() if self.pending.get(k) != v}
+        wanted = {
+            k: v
+            for k, v in ReassignPartitionsZNode.decode(data).items()
+            if self.pending.get(k) != v
+        }
         if wanted:
             for key, (code, message) in self.submit(wanted).items():
                 if code != ErrorCode.none:
@@ -215,9 +217,11 @@ class Reassigner:
         try:
             if self.pending:
                 if client.exists(REASSIGN_PATH):
-                    client.set(REASSIGN_PATH, encode_request(self.pending))
+                    client.set(REASSIGN_PATH, ReassignPartitionsZNode.encode(self.pending))
                 else:
-                    client.create(REASSIGN_PATH, encode_request(self.pending), makepath=True)
+                    client.create(
+                        REASSIGN_PATH, ReassignPartitionsZNode.encode(self.pending), makepath=True
+                    )
             elif client.exists(REASSIGN_PATH):
                 client.delete(REASSIGN_PATH)
         except NoNodeError:

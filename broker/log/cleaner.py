@@ -107,6 +107,7 @@ class LogCleaner:
     # partitions a "compact now" request holds (rolled, waiting for their high watermark):
     # the periodic pass leaves them to it, as Kafka's cleaner skips partitions in progress
     requested: set[TopicPartition] = field(default_factory=set)
+    last_cleaned_ms: dict[TopicPartition, int] = field(default_factory=dict)  # since start
 
     # -- checkpoints --------------------------------------------------------------------
     def _checkpoint(self, log_dir: Path) -> OffsetCheckpointFile:
@@ -153,6 +154,7 @@ class LogCleaner:
             self.uncleanable.add(cleanable.tp)
             return False
         self.update_checkpoint(cleanable.log.dir.parent, cleanable.tp, end)
+        self.last_cleaned_ms[cleanable.tp] = _now()
         return True
 
     def grab_filthiest(self, logs: dict[TopicPartition, Log], now: int) -> LogToClean | None:
@@ -175,36 +177,53 @@ class LogCleaner:
         return best
 
     # -- on request (Quill's "compact now", /admin/compact/<topic>) ---------------------------
+    def status(self, tp: TopicPartition, lg: Log, now_ms: int | None = None) -> dict:
+        """The cleaner's standing figures for one log (Kafka's LogCleanerManager metrics,
+        per partition): dirty ratio, bytes, clean-up-to offset, last clean, uncleanable."""
+        now = _now() if now_ms is None else now_ms
+        checkpoint = self.checkpoints().get(tp)
+        state = _log_to_clean(tp, lg, *cleanable_offsets(lg, checkpoint, now), now)
+        return {
+            "dirty_ratio": round(state.cleanable_ratio, 6),
+            "bytes": lg.size_bytes,
+            "cleaned_up_to": checkpoint if checkpoint is not None else lg.log_start_offset,
+            "last_clean_ms": self.last_cleaned_ms.get(tp),
+            "uncleanable": tp in self.uncleanable,
+        }
+
     def clean_now(self, tp: TopicPartition, lg: Log, now_ms: int | None = None) -> dict:
         """Clean ``lg`` now, whatever its dirty ratio (min.compaction.lag.ms still holds),
         and say what it did: dirty ratio and bytes before/after, records removed,
         tombstones kept, duration. Raises (and marks the log uncleanable) if cleaning fails."""
         now = _now() if now_ms is None else now_ms
         started = time.monotonic()
+        before = self.status(tp, lg, now)
         checkpoint = self.checkpoints().get(tp)
-        before = _log_to_clean(tp, lg, *cleanable_offsets(lg, checkpoint, now), now)
-        bytes_before = lg.size_bytes
+        dirty = _log_to_clean(tp, lg, *cleanable_offsets(lg, checkpoint, now), now)
         read, written = self.stats.messages_read, self.stats.messages_written
         tombstones = self.stats.tombstones_written
-        if before.cleanable_bytes > 0:
+        if dirty.cleanable_bytes > 0:
             try:
-                checkpoint = self.clean(before, now)
+                checkpoint = self.clean(dirty, now)
             except Exception:
                 self.uncleanable.add(tp)
                 raise
             self.update_checkpoint(lg.dir.parent, tp, checkpoint)
             self.uncleanable.discard(tp)
-        after = _log_to_clean(tp, lg, *cleanable_offsets(lg, checkpoint, now), now)
+            self.last_cleaned_ms[tp] = _now()
+        after = self.status(tp, lg, now)
         return {
-            "dirty_ratio_before": round(before.cleanable_ratio, 6),
-            "dirty_ratio_after": round(after.cleanable_ratio, 6),
-            "bytes_before": bytes_before,
-            "bytes_after": lg.size_bytes,
+            "dirty_ratio_before": before["dirty_ratio"],
+            "dirty_ratio_after": after["dirty_ratio"],
+            "bytes_before": before["bytes"],
+            "bytes_after": after["bytes"],
             "records_removed": (self.stats.messages_read - read)
             - (self.stats.messages_written - written),
             "tombstones_kept": self.stats.tombstones_written - tombstones,
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
-            "cleaned_up_to": checkpoint if checkpoint is not None else lg.log_start_offset,
+            "cleaned_up_to": after["cleaned_up_to"],
+            "last_clean_ms": after["last_clean_ms"],
+            "uncleanable": after["uncleanable"],
         }
 
     # -- cleaning --------------------------------------------------------------------------

@@ -7,9 +7,11 @@ Every broker watches ``/admin/compact``. For a request ``{"version":1,"partition
 segment if asked (so the last records become cleanable), waits until the high watermark
 reaches the roll (only what is committed is cleaned), runs the cleaner on it whatever its
 dirty ratio, and writes what it did to ``/admin/compact/<topic>/results/<broker id>``.
-A broker that already wrote a result for the request's id does nothing again, so a
-restart or a repeated watch event does not clean twice. The JSON is in
-docs/internal-interfaces.md.
+With ``"clean": false`` a broker only reports the cleaner's standing figures per
+partition (dirty ratio, bytes, cleaned-up-to offset, last clean, uncleanable), which is
+what the console's topic page shows. A broker that already wrote a result for the
+request's id does nothing again, so a restart or a repeated watch event does not clean
+twice. The JSON is in docs/internal-interfaces.md.
 
 kazoo watches fire on kazoo's thread; the work runs on the event loop, like the
 periodic cleaner (``LogManager.tick``), so the log is never touched by two threads.
@@ -109,6 +111,11 @@ class CompactionRequests:
                 results.append(entry)
                 continue
             cleaner = self.logs.cleaner
+            if not request.clean:  # the standing figures only; nothing rolled or cleaned
+                entry.update(cleaner.status((topic, partition), lg))
+                entry["finished_ms"] = int(time.time() * 1000)
+                results.append(entry)
+                continue
             cleaner.requested.add((topic, partition))
             try:
                 if request.roll and lg.active_segment.size > 0:

@@ -319,10 +319,12 @@ class CompactRequest:
     id: str
     partitions: list[int] | None = None  # None: every partition of the topic
     roll: bool = True
+    clean: bool = True  # False: only report the cleaner's standing figures
 
 
 class CompactRequestZNode:
-    """``/admin/compact/<topic>``: ``{"version":1,"partitions":[...]|null,"id":..,"roll":true}``,
+    """``/admin/compact/<topic>``: ``{"version":1,"partitions":[...]|null,"id":..,"roll":true,
+    "clean":true}`` (``clean: false`` asks only for the cleaner's standing figures),
     watched by every broker; each broker hosting a replica of those partitions compacts
     it now and writes ``results/<broker id>`` below (see docs/internal-interfaces.md)."""
 
@@ -340,6 +342,7 @@ class CompactRequestZNode:
                 "partitions": request.partitions,
                 "id": request.id,
                 "roll": request.roll,
+                "clean": request.clean,
             }
         )
 
@@ -351,6 +354,7 @@ class CompactRequestZNode:
             id=str(body.get("id") or ""),
             partitions=None if parts is None else [int(p) for p in parts],
             roll=bool(body.get("roll", True)),
+            clean=bool(body.get("clean", True)),
         )
 
 
