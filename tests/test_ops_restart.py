@@ -1,9 +1,10 @@
-"""Rolling restart through the real supervisor: `quill-stack up` runs ZooKeeper, Redis,
+"""Rolling restart and decommission through the real supervisor: `quill-stack up` runs ZooKeeper, Redis,
 three brokers, the console and the Celery worker; the worker restarts brokers with
 `quill-stack restart broker-N` (the local driver). Under an acks=all producer every
 broker's pid changes, the controller's last, and nothing acknowledged is lost; the
 availability gate refuses when a topic with RF 2 and min.insync.replicas 2 would go
-under min ISR, and nothing is restarted."""
+under min ISR, and nothing is restarted; a decommission drains broker 3 and stops it
+(`quill-stack stop broker-3`)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,28 @@ def create(stack, topic, rf, min_isr):
     admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
     new = NewTopic(topic, 3, rf, config={"min.insync.replicas": str(min_isr)})
     admin.create_topics([new])[topic].result(30)
+    time.sleep(2)
+
+
+def test_decommission_drains_the_broker_then_stops_it(stack):
+    """First in the module, while every topic has RF 2 at most; broker 3 is started
+    again at the end for the tests that follow."""
+    topic = unique("drain")
+    create(stack, topic, 2, 1)
+    status, started = call(stack, "POST", "/operations", {"kind": "decommission", "broker": 3})
+    assert status == 202, started
+    op = ended(stack, started["id"])
+    assert op["state"] == "succeeded", (op["error"], op["steps"][-6:])
+    assert op["result"]["stopped"] is True
+    admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
+    placed = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    assert all(3 not in p.replicas for p in placed.values())
+    wait_until(
+        lambda: 3 not in admin.list_topics(timeout=10).brokers, 60, "broker 3 out of the metadata"
+    )
+    again = quill_stack(stack["env"], "start", "broker-3", timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    admin.delete_topics([topic])[topic].result(30)
     time.sleep(2)
 
 

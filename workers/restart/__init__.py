@@ -5,7 +5,8 @@ driver (workers/restart/docker.py, imported only then), otherwise the local supe
 (`quill-stack restart broker-N`). A driver has `.name`, `.available() -> str | None`
 (None when it can restart brokers here, else the sentence why not) and
 `.restart(broker_id, timeout) -> dict` ({"old_pid", "new_pid", "message"}; RestartError
-when it could not).
+when it could not). A driver that also has `.stop(broker_id, timeout)` lets decommission
+stop the drained broker.
 """
 
 from __future__ import annotations

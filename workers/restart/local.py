@@ -1,7 +1,8 @@
 """The local driver: brokers run under this machine's quill-stack supervisor, in the
 state dir the worker shares with it (QUILL_STATE_DIR); a restart is
 `quill-stack restart broker-N` (SIGTERM: controlled shutdown; the supervisor starts it
-again and answers once it is healthy)."""
+again and answers once it is healthy); a decommissioned broker is stopped with
+`quill-stack stop broker-N` (kept down until `quill-stack start`)."""
 
 from __future__ import annotations
 
@@ -44,13 +45,21 @@ class LocalDriver:
         return entry.get("pid")
 
     def restart(self, broker_id: int, timeout: float) -> dict:
+        return self._command("restart", broker_id, timeout)
+
+    def stop(self, broker_id: int, timeout: float) -> dict:
+        """`quill-stack stop broker-N`: controlled shutdown, and the supervisor keeps it
+        down (decommission)."""
+        return self._command("stop", broker_id, timeout)
+
+    def _command(self, command: str, broker_id: int, timeout: float) -> dict:
         why = self.available()
         if why:
             raise RestartError(why)
         exe = shutil.which("quill-stack") or str(Path(sys.executable).with_name("quill-stack"))
         old = self.pid(broker_id)
         run = subprocess.run(
-            [exe, "restart", f"broker-{broker_id}", "--timeout", str(int(timeout))],
+            [exe, command, f"broker-{broker_id}", "--timeout", str(int(timeout))],
             env={**os.environ, "QUILL_STATE_DIR": str(self.state_dir)},
             capture_output=True,
             text=True,
@@ -59,5 +68,5 @@ class LocalDriver:
         text = (run.stdout + run.stderr).strip().splitlines()
         message = text[-1] if text else f"exit {run.returncode}"
         if run.returncode != 0:
-            raise RestartError(f"quill-stack restart broker-{broker_id}: {message}")
+            raise RestartError(f"quill-stack {command} broker-{broker_id}: {message}")
         return {"old_pid": old, "new_pid": self.pid(broker_id), "message": message}
