@@ -1,5 +1,5 @@
-"""Rolling restart and decommission through the real supervisor: `quill-stack up` runs ZooKeeper, Redis,
-three brokers, the console and the Celery worker; the worker restarts brokers with
+"""Rolling restart and decommission through the real supervisor: `quill-stack up` runs
+ZooKeeper, Redis, three brokers, the console and the Celery worker; the worker restarts brokers with
 `quill-stack restart broker-N` (the local driver). Under an acks=all producer every
 broker's pid changes, the controller's last, and nothing acknowledged is lost; the
 availability gate refuses when a topic with RF 2 and min.insync.replicas 2 would go
