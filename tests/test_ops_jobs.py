@@ -254,6 +254,15 @@ def test_compact_now_keeps_the_last_value_of_each_key(ops_stack):
     assert last == {b"v%03d" % k: b"v%03d-099" % k for k in range(100)}
     assert len(values) < 10000
 
+    body = {"kind": "compact", "topic": topic, "clean": False}  # the cleaner's standing figures
+    status, started = stack.call("POST", "/operations", body)
+    assert status == 202, started
+    standing = stack.wait_state(started["id"], timeout=120)["result"]
+    assert standing["clean"] is False
+    assert sorted(r["broker"] for r in standing["replicas"]) == [1, 2]
+    for r in standing["replicas"]:
+        assert r["uncleanable"] is False and r["last_clean_ms"] and r["bytes"] > 0
+
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]

@@ -49,3 +49,23 @@ def test_a_started_election_is_audited_and_shown(console):
     op.refresh_from_db()
     assert op.cancel_requested
     assert AuditEntry.objects.filter(action="operation.cancel").count() == 1
+
+
+def test_a_compacted_topic_page_shows_the_cleaner_status(console):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.console_helpers import unique
+
+    topic = unique("cleaned")
+    admin = AdminClient({"bootstrap.servers": console.cluster.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([new])[topic].result(30)
+    page = console.login("operator").get(f"/topics/{topic}/").content.decode()
+    assert 'id="cleaner-status"' in page and 'id="cleaner-refresh"' in page
+    assert "No figures yet" in page
+    plain = unique("plain")
+    admin.create_topics([NewTopic(plain, 1, 1)])[plain].result(30)
+    assert (
+        'id="cleaner-status"'
+        not in console.login("viewer").get(f"/topics/{plain}/").content.decode()
+    )

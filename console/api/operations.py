@@ -55,6 +55,9 @@ class OperationIn(Schema):
         "compact: these partition numbers of the topic",
     )
     topic: str | None = Field(None, description="compact: the (compacted) topic")
+    clean: bool | None = Field(
+        None, description="compact: false only refreshes the cleaner's standing figures"
+    )
     broker: int | None = Field(None, description="decommission: the broker to drain and stop")
     gate_timeout_s: int | None = Field(
         None, description="rolling-restart: how long to wait for a broker's availability gate"

@@ -183,7 +183,10 @@ def compact(body: dict) -> tuple[dict, dict]:
         if missing:
             raise OpError(f"{topic!r} has no partition(s) {missing}.", "partitions")
         partitions = sorted(set(partitions))
-    params = {"topic": topic, "partitions": partitions}
+    clean = body.get("clean", True)
+    if isinstance(clean, str):
+        clean = clean.lower() not in ("0", "false", "no")
+    params = {"topic": topic, "partitions": partitions, "clean": bool(clean)}
     return params, dict(params)
 
 

@@ -14,6 +14,7 @@ from console.cluster import admin, state, zk
 from console.errors import NotFound, OpError
 from console.live import groups as live_groups
 from console.live import history
+from console.operations.cleaner import cleaner_status
 from console.ops import topics as topic_ops
 from console.ops import validation
 from console.roles import VIEWER, role_required
@@ -95,6 +96,7 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "errors": errors or {},
         "config_keys": sorted(validation.TOPIC_CONFIGS),
         "max_rf": max((len(p["replicas"]) for p in detail["partitions"]), default=0),
+        "cleaner": cleaner_status(name, configs),
     }
     return page(request, "console/topic.html", context, subs, status=status)
 

@@ -19,7 +19,8 @@ from workers.jobs import Job, JobFailed, runner
 WAIT_S = 600
 
 
-def _results(topic: str, request_id: str) -> dict[int, dict]:
+def latest_results(topic: str) -> dict[int, dict]:
+    """Each broker's last result for `topic` (a compaction or a standing-status request)."""
     client = zk.client()
     out = {}
     try:
@@ -28,12 +29,35 @@ def _results(topic: str, request_id: str) -> dict[int, dict]:
         return out
     for b in brokers:
         try:
-            body = json.loads(client.get(CompactResultZNode.path(topic, int(b)))[0])
+            out[int(b)] = json.loads(client.get(CompactResultZNode.path(topic, int(b)))[0])
         except (NoNodeError, ValueError):
             continue
-        if body.get("id") == request_id:
-            out[int(b)] = body
     return out
+
+
+def _results(topic: str, request_id: str) -> dict[int, dict]:
+    return {b: body for b, body in latest_results(topic).items() if body.get("id") == request_id}
+
+
+def standing(topic: str) -> list[dict]:
+    """The cleaner's figures per replica as last reported (topic page): dirty ratio,
+    bytes, last clean, uncleanable, error."""
+    rows = []
+    for b, body in sorted(latest_results(topic).items()):
+        for part in body.get("partitions", []):
+            rows.append(
+                {
+                    "broker": b,
+                    "partition": part.get("partition"),
+                    "dirty_ratio": part.get("dirty_ratio", part.get("dirty_ratio_after")),
+                    "bytes": part.get("bytes", part.get("bytes_after")),
+                    "last_clean_ms": part.get("last_clean_ms", part.get("finished_ms")),
+                    "uncleanable": bool(part.get("uncleanable")),
+                    "error": part.get("error"),
+                    "reported_ms": body.get("finished_ms"),
+                }
+            )
+    return sorted(rows, key=lambda r: (r["partition"], r["broker"]))
 
 
 @runner("compact")
@@ -48,7 +72,9 @@ def run_compaction(job: Job) -> dict:
     expected = {b for p in wanted for b in placed.get(p, [])}
     client = zk.client()
     path = CompactRequestZNode.topic_path(topic)
-    data = CompactRequestZNode.encode(CompactRequest(id=request_id, partitions=partitions))
+    clean = job.params.get("clean", True)
+    request = CompactRequest(id=request_id, partitions=partitions, roll=clean, clean=clean)
+    data = CompactRequestZNode.encode(request)
     current = client.exists(path) and CompactRequestZNode.decode(client.get(path)[0])
     if not current or current.id != request_id:
         client.ensure_path(CompactRequestZNode.path)
@@ -56,7 +82,8 @@ def run_compaction(job: Job) -> dict:
             client.set(path, data)
         else:
             client.create(path, data)
-        job.step(f"asked brokers {sorted(expected)} to compact {topic} {wanted}")
+        what = "compact" if clean else "report the cleaner's standing figures of"
+        job.step(f"asked brokers {sorted(expected)} to {what} {topic} {wanted}")
     job.progress(total=len(expected), done=0)
 
     def answered() -> bool:
@@ -76,6 +103,6 @@ def run_compaction(job: Job) -> dict:
         f"{len(rows)} replica(s) compacted"
         + (f"; {len(errors)} failed: {errors[0]['error']}" if errors else "")
     )
-    if errors and len(errors) == len(rows):
+    if clean and errors and len(errors) == len(rows):
         raise JobFailed(errors[0]["error"], {"replicas": rows})
-    return {"topic": topic, "replicas": rows}
+    return {"topic": topic, "clean": clean, "replicas": rows}
