@@ -336,7 +336,7 @@ def worker_spec(state_dir: Path, settings: dict[str, str]) -> ServiceSpec:
     """The Celery worker (threads pool: one process, so signals reach every task)."""
     argv = [PYTHON, "-m", "celery", "-A", "workers", "worker", "-n", WORKER_NODE]
     argv += ["-P", "threads", "-c", "4", "--loglevel", "INFO", "--without-mingle"]
-    argv += ["--without-gossip"]
+    argv += ["--without-gossip", "-B", "-s", str(state_dir / "celerybeat-schedule")]  # beat: alerts
     spec = _django_spec("worker", "worker", argv, state_dir, settings)
     redis_url = settings["QUILL_REDIS_URL"]
     spec.check = lambda since=None: health.celery_worker(redis_url, WORKER_NODE)

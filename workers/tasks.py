@@ -1,11 +1,66 @@
+"""Celery tasks: ping, and quill.operation.run (one operation to its end).
+
+quill.operation.run is acknowledged late and rejected (requeued) when its worker is
+lost, and is safe to receive twice (workers.jobs leases). A worker that starts takes up
+the operations a killed worker left (worker_ready), and every ORPHAN_SCAN_S it takes up
+those whose lease lapsed or whose message was lost.
+"""
+
+import logging
 import os
 import socket
+import threading
 import time
 
+from celery.signals import worker_ready
+
 from workers.celery import app
+
+log = logging.getLogger(__name__)
+ORPHAN_SCAN_S = 15
 
 
 @app.task(name="quill.ping")
 def ping(payload: str = "") -> dict:
     """Round trip through Redis and a worker; echoes `payload` with who answered."""
     return {"pong": payload, "worker": f"{socket.gethostname()}:{os.getpid()}", "at": time.time()}
+
+
+@app.task(name="quill.operation.run", acks_late=True, reject_on_worker_lost=True)
+def run_operation(op_id: int) -> str:
+    from workers import jobs, kinds  # noqa: F401  (kinds registers the runners)
+
+    return jobs.run(int(op_id))
+
+
+def take_up_orphans(startup: bool = False) -> list[int]:
+    from workers import jobs
+
+    ids = jobs.orphans(startup=startup)
+    for op_id in ids:
+        log.info("taking up operation %s", op_id)
+        run_operation.delay(op_id)
+    return ids
+
+
+def _scan_forever() -> None:
+    while True:
+        time.sleep(ORPHAN_SCAN_S)
+        try:
+            take_up_orphans()
+        except Exception:  # noqa: BLE001 - a database hiccup: try again next round
+            log.exception("orphan scan failed")
+
+
+@worker_ready.connect
+def _on_worker_ready(sender=None, **kwargs):
+    from workers import jobs
+
+    if sender is not None and getattr(sender, "hostname", None):
+        jobs.NODE = sender.hostname
+        jobs.OWNER = f"{jobs.NODE}|{os.getpid()}|{jobs.OWNER.rsplit('|', 1)[-1]}"
+    try:
+        take_up_orphans(startup=True)
+    except Exception:  # noqa: BLE001 - no database yet (not migrated): the scan retries
+        log.exception("startup scan for operations failed")
+    threading.Thread(target=_scan_forever, name="quill-orphan-scan", daemon=True).start()

@@ -103,8 +103,10 @@ def http_error(request, exc: HttpError):
     return api.create_response(request, {"detail": str(exc), "errors": {}}, status=exc.status_code)
 
 
-from console.api import cluster, groups, topics  # noqa: E402  (routers register on import)
+from console.api import alerts, cluster, groups, operations, topics  # noqa: E402  (routers register on import)
 
 api.add_router("/", cluster.router)
 api.add_router("/topics", topics.router)
 api.add_router("/groups", groups.router)
+api.add_router("/operations", operations.router)
+api.add_router("/alerts", alerts.router)

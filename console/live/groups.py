@@ -1,8 +1,8 @@
 """Channel groups browsers subscribe to, and the delta messages sent to them.
 
 A page subscribes with names like `cluster`, `topics`, `groups`, `topic:<name>`,
-`group:<id>`; each maps to one channel-layer group (hashed, since channel group names
-allow only short ASCII). A delta is {"set": {key: cell}, "events": [...],
+`group:<id>`, `operations`, `operation:<id>`; each maps to one channel-layer group
+(hashed, since channel group names allow only short ASCII). A delta is {"set": {key: cell}, "events": [...],
 "refresh": bool, "series": {...}}: console.js patches elements by their data-k keys.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-STATIC_SUBS = {"cluster", "topics", "groups"}
+STATIC_SUBS = {"cluster", "topics", "groups", "operations"}
 MESSAGE_TYPE = "live.delta"
 
 
@@ -31,7 +31,7 @@ def channel_group(sub: str) -> str | None:
     if sub in STATIC_SUBS:
         return f"quill.{sub}"
     kind, sep, name = sub.partition(":")
-    if sep and kind in ("topic", "group", "broker") and name:
+    if sep and kind in ("topic", "group", "broker", "operation") and name:
         return f"quill.{kind}.{hashlib.sha1(name.encode()).hexdigest()[:24]}"
     return None
 

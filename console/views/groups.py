@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from console.alerts import service as alert_service
 from console.errors import NotFound, OpError
 from console.live import groups as live_groups
 from console.live import history
@@ -54,6 +55,7 @@ def group_detail(
         "form": request.POST if request.method == "POST" else {},
         "strategies": group_ops.STRATEGIES,
         "monitor_age": history.monitor_age(),
+        "alert_events": alert_service.history(group_id, 50),
     }
     return page(request, "console/group.html", context, subs, status=status)
 

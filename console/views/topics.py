@@ -15,6 +15,7 @@ from console.cluster import admin, state, zk
 from console.errors import NotFound, OpError
 from console.live import groups as live_groups
 from console.live import history
+from console.operations.cleaner import cleaner_status as compaction_status
 from console.ops import topics as topic_ops
 from console.ops import validation
 from console.roles import VIEWER, role_required
@@ -101,6 +102,7 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "compacted": any(
             c["name"] == "cleanup.policy" and "compact" in c["value"] for c in configs
         ),
+        "compaction": compaction_status(name, configs),
     }
     return page(request, "console/topic.html", context, subs, status=status)
 

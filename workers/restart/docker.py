@@ -18,13 +18,15 @@ import socket
 import time
 import urllib.parse
 
+from workers.restart.local import RestartError
+
 DEFAULT_SOCKET = "/var/run/docker.sock"
 API = "/v1.41"  # Docker 20.10 (Debian bookworm's docker.io) and every later engine
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 
 
-class DockerError(RuntimeError):
+class DockerError(RestartError):
     """The engine refused or failed a request; the message says what and why."""
 
 
@@ -75,6 +77,9 @@ class DockerEngine:
 
     def restart(self, container: str, stop_timeout: int) -> None:
         self.request("POST", f"/containers/{container}/restart?t={stop_timeout}", stop_timeout + 30)
+
+    def stop(self, container: str, stop_timeout: int) -> None:
+        self.request("POST", f"/containers/{container}/stop?t={stop_timeout}", stop_timeout + 30)
 
 
 class DockerDriver:
@@ -141,23 +146,36 @@ class DockerDriver:
             )
         return found[0]
 
-    def restart(self, broker_id: int, timeout: float) -> None:
+    def restart(self, broker_id: int, timeout: float) -> dict:
         """Restart broker ``broker_id``'s container: SIGTERM, SIGKILL after ``timeout``
-        seconds, start; returns once the container runs again (raises DockerError)."""
+        seconds, start; returns once the container runs again, with the driver answer
+        the rolling restart logs ({"old_pid", "new_pid", "message"}; raises DockerError)."""
         container = self.container(broker_id)["Id"]
-        before = self.engine.inspect(container)["State"].get("StartedAt")
+        old = self.engine.inspect(container)["State"]
         self.engine.restart(container, max(1, int(timeout)))
         deadline = time.monotonic() + timeout + 60
         while True:
             state = self.engine.inspect(container)["State"]
-            if state.get("Running") and state.get("StartedAt") != before:
-                return
+            if state.get("Running") and state.get("StartedAt") != old.get("StartedAt"):
+                return {
+                    "old_pid": old.get("Pid"),
+                    "new_pid": state.get("Pid"),
+                    "message": f"container {container[:12]} restarted",
+                }
             if time.monotonic() > deadline:
                 raise DockerError(
                     f"broker {broker_id}: container {container[:12]} is {state.get('Status')} "
                     f"after the restart"
                 )
             time.sleep(0.5)
+
+    def stop(self, broker_id: int, timeout: float) -> dict:
+        """Stop broker ``broker_id``'s container (SIGTERM: controlled shutdown; SIGKILL
+        after ``timeout`` seconds); it stays down (decommission)."""
+        container = self.container(broker_id)["Id"]
+        old = self.engine.inspect(container)["State"]
+        self.engine.stop(container, max(1, int(timeout)))
+        return {"old_pid": old.get("Pid"), "new_pid": None, "message": "container stopped"}
 
 
 def _group_of(path: str) -> str:

@@ -1,0 +1,64 @@
+"""Creating and deleting alert rules (operator role, audited), for the API and pages."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from console.alerts.models import STATUSES, AlertEvent, AlertRule
+from console.errors import NotFound, OpError
+from console.ops import Actor
+from console.roles import OPERATOR
+
+
+def create(actor: Actor, body: dict) -> dict:
+    actor.require(OPERATOR)
+    name = (body.get("name") or "").strip()
+    group = (body.get("group") or "").strip()
+    if not group:
+        raise OpError("group is the group id (or a glob such as orders-*).", "group")
+    statuses = [s.upper() for s in body.get("statuses") or []]
+    bad = sorted(set(statuses) - set(STATUSES))
+    if bad:
+        raise OpError(f"statuses must be among {', '.join(STATUSES)}; not {bad}.", "statuses")
+    max_lag_ms = body.get("max_lag_ms")
+    if max_lag_ms is not None and (not isinstance(max_lag_ms, int) or max_lag_ms < 0):
+        raise OpError("max_lag_ms must be a whole number of milliseconds >= 0.", "max_lag_ms")
+    if not statuses and max_lag_ms is None:
+        raise OpError("Say when the rule fires: statuses, max_lag_ms or both.", "statuses")
+    webhook = (body.get("webhook_url") or "").strip()
+    if webhook and urlparse(webhook).scheme not in ("http", "https"):
+        raise OpError("webhook_url must be an http(s) URL.", "webhook_url")
+    emails = [e.strip() for e in body.get("emails") or [] if e.strip()]
+    if any("@" not in e for e in emails):
+        raise OpError("emails must be e-mail addresses.", "emails")
+    if not webhook and not emails:
+        raise OpError("Give a webhook_url or emails to notify.", "webhook_url")
+    rule = AlertRule.objects.create(
+        name=name or group,
+        group=group,
+        statuses=statuses,
+        max_lag_ms=max_lag_ms,
+        webhook_url=webhook,
+        emails=emails,
+        enabled=bool(body.get("enabled", True)),
+        created_by=actor.user if actor.user.is_authenticated else None,
+    )
+    actor.done("alert.create", f"alert:{rule.id}", after=rule.as_dict())
+    return rule.as_dict()
+
+
+def delete(actor: Actor, rule_id: int) -> None:
+    actor.require(OPERATOR)
+    rule = AlertRule.objects.filter(id=rule_id).first()
+    if rule is None:
+        raise NotFound(f"Alert rule {rule_id} does not exist.")
+    before = rule.as_dict()
+    rule.delete()
+    actor.done("alert.delete", f"alert:{rule_id}", before=before)
+
+
+def history(group_id: str = "", limit: int = 100) -> list[AlertEvent]:
+    qs = AlertEvent.objects.select_related("rule")
+    if group_id:
+        qs = qs.filter(group_id=group_id)
+    return list(qs[:limit])

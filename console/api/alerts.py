@@ -1,0 +1,47 @@
+"""/api/alerts: lag alert rules on consumer groups and the history of what they fired."""
+
+from __future__ import annotations
+
+from ninja import Router, Schema, Status
+from pydantic import Field
+
+from console.alerts import service
+from console.alerts.models import AlertRule
+from console.api.common import actor, viewer
+
+router = Router(tags=["alerts"])
+
+
+class AlertIn(Schema):
+    group: str = Field(..., description="a group id, or a glob such as orders-*")
+    name: str = Field("", description="a label (default: the group)")
+    statuses: list[str] = Field(
+        default_factory=list, description="fire on these statuses: WARN, ERR, STOP, STALL, REWIND"
+    )
+    max_lag_ms: int | None = Field(None, description="fire when lag in time exceeds this")
+    webhook_url: str = Field("", description="POSTed a JSON body on firing and resolving")
+    emails: list[str] = Field(default_factory=list, description="sent through Django's mail")
+    enabled: bool = True
+
+
+@router.post("", response={201: dict}, summary="Create a lag alert rule (operator)")
+def create_rule(request, body: AlertIn):
+    return Status(201, service.create(actor(request), body.dict()))
+
+
+@router.get("", summary="Alert rules")
+def list_rules(request):
+    viewer(request)
+    return [r.as_dict() for r in AlertRule.objects.all()]
+
+
+@router.get("/events", summary="Alerts fired and resolved, newest first")
+def events(request, group: str = "", limit: int = 100):
+    viewer(request)
+    return [e.as_dict() for e in service.history(group, max(1, min(limit, 1000)))]
+
+
+@router.delete("/{rule_id}", response={204: None}, summary="Delete a rule (operator)")
+def delete_rule(request, rule_id: int):
+    service.delete(actor(request), rule_id)
+    return Status(204, None)

@@ -1,0 +1,191 @@
+"""Fixtures and helpers for tests/test_ops_*.py: a 3-broker cluster with the console
+(daphne) and a Celery worker running as the stack runs them, sharing one state dir
+(its SQLite database), on a Redis database of their own; API tokens for an operator and
+an admin; a small JSON client; reading a topic back whole."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from quill_stack import ports, services
+from quill_stack.process import ManagedProcess
+from quill_stack.services import PROJECT_ROOT, PYTHON
+from quill_stack.state import owner_env
+
+PASSWORD = "ops-" + uuid.uuid4().hex
+REDIS_DB = 7  # Celery queue and channel layer of these tests only
+FAST = {"replica.lag.time.max.ms": "2000", "group.initial.rebalance.delay.ms": "0"}
+
+TOKEN_SCRIPT = """
+from django.contrib.auth import get_user_model
+from console.models import ApiToken
+from console.roles import set_role
+user = get_user_model().objects.create_user({name!r}, password={password!r})
+set_role(user, {role!r})
+print(user.get_username(), ApiToken.issue(user, "tests")[1])
+"""
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def wait_until(predicate, timeout: float = 60.0, what: str = "condition", interval=0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class OpsStack:
+    cluster: object
+    state_dir: Path
+    settings: dict
+    console: ManagedProcess
+    worker: ManagedProcess
+    base: str
+    tokens: dict = field(default_factory=dict)
+    users: dict = field(default_factory=dict)  # role -> user name (password PASSWORD)
+
+    def call(self, method: str, path: str, body=None, role: str = "operator"):
+        """(status, JSON answer) of an API call as `role`."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.base}/api{path}",
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.tokens[role]}",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def operation(self, op_id: int) -> dict:
+        status, body = self.call("GET", f"/operations/{op_id}")
+        assert status == 200, body
+        return body
+
+    def wait_state(self, op_id: int, states=("succeeded",), timeout: float = 180.0) -> dict:
+        ended = ("succeeded", "failed", "cancelled")
+
+        def reached():
+            op = self.operation(op_id)
+            if op["state"] in states or op["state"] in ended:
+                return op
+            return None
+
+        op = wait_until(reached, timeout, f"operation {op_id} to reach {states}", 0.5)
+        assert op["state"] in states, (op["state"], op["error"], op["steps"][-5:])
+        return op
+
+    def start_worker(self) -> None:
+        self.worker = ManagedProcess(
+            services.worker_spec(self.state_dir, self.settings), owner_env(self.state_dir)
+        )
+        self.worker.start()
+        self.worker.wait_healthy(timeout=120)
+
+    def zk_config(self, entity: str) -> dict:
+        zk = self.cluster.zk_client()
+        if not zk.exists(f"/config/{entity}"):
+            return {}
+        return json.loads(zk.get(f"/config/{entity}")[0])["config"]
+
+    def assignment(self, topic: str) -> dict[int, list[int]]:
+        data = json.loads(self.cluster.zk_client().get(f"/brokers/topics/{topic}")[0])
+        return {int(p): r for p, r in data["partitions"].items()}
+
+
+def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> list[str]:
+    """A new user with `role` (and `password`); returns its API token."""
+    script = TOKEN_SCRIPT.format(
+        name=unique(role), password=password or uuid.uuid4().hex, role=role
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", **settings}
+    out = subprocess.run(
+        [PYTHON, "manage.py", "shell", "-c", script],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1].split()
+
+
+@contextlib.contextmanager
+def running_stack(cluster, redis_url: str, state_dir: Path, monitor: bool = False):
+    """The console and a worker (and the monitor) for `cluster`, with tokens; stopped after."""
+    settings = services.app_env(state_dir, redis_url, cluster.zk_connect, cluster.bootstrap)
+    port = ports.free_port()
+    console = ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir))
+    extra = []
+    console.start()
+    stack = None
+    try:
+        console.wait_healthy(timeout=120)
+        stack = OpsStack(cluster, state_dir, settings, console, None, f"http://127.0.0.1:{port}")
+        stack.start_worker()
+        if monitor:
+            extra.append(
+                ManagedProcess(services.monitor_spec(state_dir, settings), owner_env(state_dir))
+            )
+            extra[-1].start()
+            extra[-1].wait_healthy(timeout=120)
+        for role in ("operator", "admin", "viewer"):
+            stack.users[role], stack.tokens[role] = _token(state_dir, settings, role, PASSWORD)
+        yield stack
+    finally:
+        for proc in extra:
+            proc.stop()
+        if stack is not None and stack.worker is not None:
+            stack.worker.stop()
+        console.stop()
+
+
+@pytest.fixture(scope="module")
+def ops_stack(cluster_factory, redis_server, tmp_path_factory):
+    cluster = cluster_factory(3, **FAST)
+    redis_url = redis_server.url.rsplit("/", 1)[0] + f"/{REDIS_DB}"
+    with running_stack(cluster, redis_url, tmp_path_factory.mktemp("ops-stack")) as stack:
+        yield stack
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict:
+    """partition -> list of values, read from the log start to the end."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False}
+    )
+    ends, out = {}, {p: [] for p in range(partitions)}
+    for p in range(partitions):
+        ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+    consumer.assign([TopicPartition(topic, p, ends[p][0]) for p in range(partitions)])
+    deadline = time.time() + timeout
+    while any(ends[p][0] + len(out[p]) < ends[p][1] for p in out) and time.time() < deadline:
+        for msg in consumer.consume(1000, 1.0):
+            assert not msg.error(), msg.error()
+            out[msg.partition()].append(msg.value())
+    consumer.close()
+    return out

@@ -1,0 +1,93 @@
+"""Lag alerts end to end: a rule made with POST /api/alerts, evaluated by the worker's
+Celery beat from the monitor's Burrow status; a group that stopped consuming with lag
+fires the webhook (a test HTTP server here) with the group, its status, lag and
+partitions, and the event is in the history (API and group page)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytest.register_assert_rewrite("tests.ops_stack_helpers")
+from tests.ops_stack_helpers import running_stack, unique, wait_until  # noqa: E402
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def alert_stack(cluster_factory, redis_server, tmp_path_factory):
+    cluster = cluster_factory(1)
+    redis_url = redis_server.url.rsplit("/", 1)[0] + "/6"
+    with running_stack(cluster, redis_url, tmp_path_factory.mktemp("alerts"), True) as stack:
+        yield stack
+
+
+@pytest.fixture
+def webhook():
+    received: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            length = int(self.headers["Content-Length"])
+            received.append(json.loads(self.rfile.read(length)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received
+    server.shutdown()
+
+
+def test_a_stalled_group_fires_the_webhook(alert_stack, webhook):
+    stack = alert_stack
+    url, received = webhook
+    topic, group = unique("alert"), unique("stuck")
+    admin = AdminClient({"bootstrap.servers": stack.cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": stack.cluster.bootstrap})
+    for i in range(100):
+        producer.produce(topic, b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": stack.cluster.bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)
+    consumer.close()  # lag 90, nobody consuming: Burrow's STOP once the window has aged
+
+    status, bad = stack.call("POST", "/alerts", {"group": group, "statuses": ["NOPE"]})
+    assert status == 400 and "statuses" in bad["errors"]
+    body = {
+        "name": "stuck",
+        "group": "stuck-*",
+        "statuses": ["ERR", "STOP", "STALL"],
+        "webhook_url": url,
+    }
+    status, rule = stack.call("POST", "/alerts", body)
+    assert status == 201, rule
+
+    wait_until(lambda: any(r["group"] == group for r in received), 180, "the webhook", 1.0)
+    fired = next(r for r in received if r["group"] == group)
+    assert fired["event"] == "firing" and fired["rule"] == "stuck"
+    assert fired["status"] in ("ERR", "STOP", "STALL")
+    assert fired["lag"] == 90
+    assert fired["partitions"] == [
+        {
+            "topic": topic,
+            "partition": 0,
+            "status": fired["partitions"][0]["status"],
+            "lag": 90,
+            "lag_ms": fired["partitions"][0]["lag_ms"],
+        }
+    ]
+    assert fired["partitions"][0]["status"] in ("STOP", "STALL")
+    status, events = stack.call("GET", f"/alerts/events?group={group}")
+    assert status == 200 and [e["kind"] for e in events] == ["firing"]
+    assert events[0]["delivered"] == {"webhook": "HTTP 200"}
