@@ -8,6 +8,7 @@ the socket layer to send with sendfile.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class ReplicaManager:
             if new_epoch:
                 self.fetchers.add_partition(key, part, state.leader)
         part.wake_waiters()
+        part.complete_delayed_produces()  # a follower now: every waiting produce fails
         self._notify_leadership(part, was_leader, old_epoch)
 
     def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
@@ -139,6 +141,7 @@ class ReplicaManager:
             was_leader, old_epoch = part.is_leader, part.leader_epoch
             part.state = None
             part.wake_waiters()
+            part.complete_delayed_produces()
             self._notify_leadership(part, was_leader, old_epoch)
         if delete:
             self.logs.delete_log(topic, index)
@@ -338,18 +341,43 @@ class ReplicaManager:
     async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> bool:
         """Wait until ``offset`` is below the high watermark (acks=all); False on timeout
         or when this broker stops leading the partition."""
+        return (await self.delayed_produce([(topic, index, offset)], timeout_s))[0]
+
+    def delayed_produce(
+        self, waits: list[tuple[str, int, int]], timeout_s: float
+    ) -> asyncio.Future[list[bool]]:
+        """Kafka's DelayedProduce: a future of one flag per ``(topic, partition, last
+        offset)``, True once that offset is below the partition's high watermark, False
+        when this broker stops leading it or ``timeout_s`` passes first. Each partition
+        keeps its waiting produces ordered by offset, so moving a HW completes exactly
+        the satisfied ones; no task, no polling."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
+        fut: asyncio.Future[list[bool]] = loop.create_future()
+        flags: list[bool | None] = [None] * len(waits)
+        pending = [len(waits)]
+
+        def finish() -> None:
+            if not fut.done():
+                timer.cancel()
+                fut.set_result([bool(f) for f in flags])
+
+        def settle(i: int, ok: bool) -> None:
+            if flags[i] is None:
+                flags[i] = ok
+                pending[0] -= 1
+                if pending[0] == 0:
+                    finish()
+
+        timer = loop.call_later(max(timeout_s, 0.0), finish)
+        for i, (topic, index, offset) in enumerate(waits):
             part = self.partitions.get((topic, index))
-            if part is None or not part.is_leader or part.log is None:
-                return False
-            if part.log.high_watermark > offset:
-                return True
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            await self.wait_for_data([(topic, index)], remaining)
+            if part is None:
+                settle(i, False)
+            else:
+                part.add_delayed_produce(offset, functools.partial(settle, i))
+        if not waits:
+            finish()
+        return fut
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
         """Park a fetch until any of its partitions gets new data, or the timeout."""

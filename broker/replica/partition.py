@@ -11,11 +11,16 @@ the partition only believes a new ISR once ZooKeeper accepted it (Kafka's
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
+
+_TIE = itertools.count()  # orders delayed produces waiting on the same offset
 
 
 def now_ms() -> int:
@@ -54,6 +59,8 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
     _waiters: set[asyncio.Future] = field(default_factory=set)
+    # delayed produces (acks=all): (offset that must fall below the HW, tie, callback)
+    _delayed: list[tuple[int, int, Callable[[bool], None]]] = field(default_factory=list)
 
     @property
     def is_leader(self) -> bool:
@@ -173,8 +180,36 @@ class Partition:
         if hw > log.high_watermark:
             log.high_watermark = hw
             self.wake_waiters()
+            self.complete_delayed_produces()
 
     # -- delayed operations ------------------------------------------------------------------
+    def add_delayed_produce(self, offset: int, callback: Callable[[bool], None]) -> None:
+        """acks=all: ``callback(True)`` once ``offset`` is below the high watermark,
+        ``callback(False)`` if this replica stops leading first. Completes at once when
+        the offset is committed already."""
+        if not self.is_leader or self.log is None:
+            callback(False)
+        elif offset < self.log.high_watermark:
+            callback(True)
+        else:
+            heapq.heappush(self._delayed, (offset, next(_TIE), callback))
+
+    def complete_delayed_produces(self) -> None:
+        """Complete every delayed produce the high watermark has passed, in one pass:
+        O(completed) with the waiting ones ordered by offset. When this replica no longer
+        leads, every waiting produce completes as failed."""
+        delayed = self._delayed
+        if not delayed:
+            return
+        if not self.is_leader or self.log is None:
+            self._delayed = []
+            for _o, _t, callback in delayed:
+                callback(False)
+            return
+        hw = self.log.high_watermark
+        while delayed and delayed[0][0] < hw:
+            heapq.heappop(delayed)[2](True)
+
     def wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
         for fut in waiters:

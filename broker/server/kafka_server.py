@@ -32,6 +32,7 @@ from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import KafkaApis
 from .cluster_sync import ClusterSync
 from .config import BrokerConfig, parse_listener
+from .handlers.fetch_session import FetchSessionCache
 from .metadata_cache import MetadataCache
 from .network import SocketServer
 from .quotas import QuotaConfigSync
@@ -66,6 +67,7 @@ class KafkaServer:
             send_buffer=config["socket.send.buffer.bytes"],
             receive_buffer=config["socket.receive.buffer.bytes"],
         )
+        self.fetch_sessions = FetchSessionCache()  # KIP-227, for followers and consumers
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
 

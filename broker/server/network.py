@@ -2,7 +2,10 @@
 
 Each connection reads size-prefixed frames into a queue and one task per connection
 handles them in arrival order (Kafka mutes a channel while a request is in flight; we
-queue instead, up to ``queued.max.requests``, then stop reading). A response is
+queue instead, up to ``queued.max.requests``, then stop reading). A handler may answer
+with a future (an acks=all produce, its appends done, waiting for the ISR): the next
+requests are served meanwhile, their appends stay in arrival order, and responses
+still leave in request order, held behind the waiting one. A response is
 either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
 the segment file to the socket with sendfile, never through Python bytes.
 
@@ -52,6 +55,8 @@ class _FdFile:
 
 
 Response = bytes | list[bytes | FileRegion] | None
+# at most this many answers waiting for a future per connection; then reading waits too
+MAX_PENDING_RESPONSES = 1000
 Handler = Callable[["Connection", bytes], Awaitable[Response]]
 
 
@@ -65,6 +70,8 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._frames: deque[bytes] = deque()
         self._worker: asyncio.Task | None = None
+        self._outbox: deque = deque()  # responses held behind a future, in request order
+        self._sender: asyncio.Task | None = None
         self._closed = False
         self._reading_paused = False
         self._mute_s = 0.0  # a quota's throttle time: no reads for that long after the response
@@ -86,8 +93,13 @@ class Connection(asyncio.Protocol):
         self._closed = True
         self._can_write.set()
         self.server.connections.discard(self)
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
+        for task in (self._worker, self._sender):
+            if task is not None and not task.done():
+                task.cancel()
+        for item in self._outbox:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self._outbox.clear()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -134,12 +146,40 @@ class Connection(asyncio.Protocol):
                 except ProtocolError as exc:
                     self.abort(str(exc))
                     return
-                if response is not None:
+                if isinstance(response, asyncio.Future) or self._outbox:
+                    await self._hold(response)
+                elif response is not None:
                     await self.send(response)
                 if self._mute_s > 0:
                     await self._muted()
         except asyncio.CancelledError:
             pass
+        except Exception:  # a bug in a handler: drop this client, keep the broker
+            log.exception("unexpected error serving %s; closing the connection", self.peer)
+            self.abort("internal error")
+
+    async def _hold(self, response: Response | asyncio.Future) -> None:
+        """Queue a response behind the ones still waiting; one task sends them in order."""
+        self._outbox.append(response)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send_in_order())
+        if len(self._outbox) >= MAX_PENDING_RESPONSES:
+            await asyncio.wait([self._sender])  # back-pressure: finish these first
+
+    async def _send_in_order(self) -> None:
+        outbox = self._outbox
+        try:
+            while outbox and not self._closed:
+                response = outbox[0]
+                if isinstance(response, asyncio.Future):
+                    response = await response
+                outbox.popleft()
+                if response is not None:
+                    await self.send(response)
+        except asyncio.CancelledError:
+            pass
+        except ProtocolError as exc:
+            self.abort(str(exc))
         except Exception:  # a bug in a handler: drop this client, keep the broker
             log.exception("unexpected error serving %s; closing the connection", self.peer)
             self.abort("internal error")
@@ -185,6 +225,10 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self._closed = True
             self._frames.clear()
+            for item in self._outbox:
+                if isinstance(item, asyncio.Future):
+                    item.cancel()
+            self._outbox.clear()
             if self.transport is not None:
                 self.transport.abort()
 
