@@ -125,18 +125,23 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
     with local_cluster(3, src=src) as cluster:
         bs = cluster.bootstrap
         create_topic(bs, "small", 6, 3, TOPIC_CONFIG)
-        for name, props in (
-            ("acks=all linger.ms=0", {"acks": "all", "linger.ms": "0"}),
-            ("acks=all linger.ms=5", {"acks": "all", "linger.ms": "5"}),
-            ("acks=1 linger.ms=0", {"acks": "1", "linger.ms": "0"}),
+        for row, name, props in (
+            ("all0", "acks=all linger.ms=0", {"acks": "all", "linger.ms": "0"}),
+            ("all5", "acks=all linger.ms=5", {"acks": "all", "linger.ms": "5"}),
+            ("one0", "acks=1 linger.ms=0", {"acks": "1", "linger.ms": "0"}),
         ):
-            add(f"{name} @{args.rate}/s", fixed_rate(bs, "small", args.rate, args.seconds, **props))
-        first = bs.split(",")[0]
-        create_topic(first, "one", 1, 1)
-        add(
-            f"acks=1 1-record requests, {args.connections} connections",
-            requests_per_second(first, "one", args.connections, args.seconds),
-        )
+            if row in args.rows:
+                rate = fixed_rate(bs, "small", args.rate, args.seconds, **props)
+                add(f"{name} @{args.rate}/s", rate)
+        if "requests" in args.rows:
+            first = bs.split(",")[0]
+            create_topic(first, "one", 1, 1)
+            add(
+                f"acks=1 1-record requests, {args.connections} connections",
+                requests_per_second(first, "one", args.connections, args.seconds),
+            )
+        if "bulk" not in args.rows:
+            return rows
         if args.idle_partitions:
             create_topic(bs, "idle", args.idle_partitions, 3, TOPIC_CONFIG)
             time.sleep(5)  # let every follower settle into its fetch rounds
@@ -180,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-partitions", type=int, default=300)
     p.add_argument("--bulk-records", type=int, default=300_000)
     p.add_argument("--connections", type=int, default=8)
+    p.add_argument(
+        "--rows",
+        type=lambda v: set(v.split(",")),
+        default={"all0", "all5", "one0", "requests", "bulk"},
+        help="which rows: all0,all5,one0,requests,bulk (default: all)",
+    )
     p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)

@@ -8,7 +8,6 @@ the socket layer to send with sendfile.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from ..log.manager import LogManager
 from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetcher import ReplicaFetcherManager
-from .partition import Partition, PartitionState
+from .partition import DelayedProduce, Partition, PartitionState
 from .throttle import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
@@ -351,33 +350,14 @@ class ReplicaManager:
         when this broker stops leading it or ``timeout_s`` passes first. Each partition
         keeps its waiting produces ordered by offset, so moving a HW completes exactly
         the satisfied ones; no task, no polling."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[list[bool]] = loop.create_future()
-        flags: list[bool | None] = [None] * len(waits)
-        pending = [len(waits)]
-
-        def finish() -> None:
-            if not fut.done():
-                timer.cancel()
-                fut.set_result([bool(f) for f in flags])
-
-        def settle(i: int, ok: bool) -> None:
-            if flags[i] is None:
-                flags[i] = ok
-                pending[0] -= 1
-                if pending[0] == 0:
-                    finish()
-
-        timer = loop.call_later(max(timeout_s, 0.0), finish)
+        op = DelayedProduce(len(waits), timeout_s)
         for i, (topic, index, offset) in enumerate(waits):
             part = self.partitions.get((topic, index))
             if part is None:
-                settle(i, False)
+                op.settle(i, False)
             else:
-                part.add_delayed_produce(offset, functools.partial(settle, i))
-        if not waits:
-            finish()
-        return fut
+                part.add_delayed_produce(offset, op, i)
+        return op.future
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
         """Park a fetch until any of its partitions gets new data, or the timeout."""

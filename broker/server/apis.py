@@ -13,6 +13,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import is_dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import ErrorCode
@@ -28,6 +29,7 @@ from ..protocol.messages import (
 from ..protocol.produce_response import encode_produce_response
 from ..quota.manager import REQUEST
 from . import request_context
+from .network import then
 from .quotas import TimedCoroutine, produce_throttle, request_throttle
 
 if TYPE_CHECKING:
@@ -195,10 +197,9 @@ def _encode(result: Any, api_key: int, version: int, correlation_id: int) -> Res
     return encode_response(api_key, version, correlation_id, body)
 
 
-async def _encode_later(
-    result: asyncio.Future, api_key: int, version: int, correlation_id: int, throttle_ms: int
+def _encode_later(
+    api_key: int, version: int, correlation_id: int, throttle_ms: int, body: Any
 ) -> Response:
-    body = await result
     if throttle_ms > 0 and isinstance(body, dict) and "throttle_time" in body:
         body["throttle_time"] = throttle_ms
     return _encode(body, api_key, version, correlation_id)
@@ -244,7 +245,7 @@ class KafkaApis:
             else:  # older clients do not back off: the response itself waits, as before KIP-219
                 await asyncio.sleep(throttle_ms / 1000.0)
         if isinstance(result, asyncio.Future):  # answered later (acks=all): encode then
-            return asyncio.ensure_future(
-                _encode_later(result, api_key, version, correlation_id, throttle_ms)
+            return then(
+                result, partial(_encode_later, api_key, version, correlation_id, throttle_ms)
             )
         return _encode(result, api_key, version, correlation_id)

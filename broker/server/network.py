@@ -60,6 +60,30 @@ MAX_PENDING_RESPONSES = 1000
 Handler = Callable[["Connection", bytes], Awaitable[Response]]
 
 
+def then(fut: asyncio.Future, fn: Callable) -> asyncio.Future:
+    """A future of ``fn(fut's result)``, computed by a done-callback: a deferred
+    response without a task per request. Errors and cancellation pass through."""
+    out = fut.get_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            out.set_result(fn(f.result()))
+        except Exception as err:  # noqa: BLE001 - handed to whoever awaits ``out``
+            out.set_exception(err)
+
+    fut.add_done_callback(done)
+    return out
+
+
 class Connection(asyncio.Protocol):
     """One client connection."""
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
 from ..metadata_cache import INTERNAL_TOPICS
+from ..network import then
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.AdminClientId may write them
 
@@ -35,12 +37,9 @@ def _replication_outcome(server: KafkaServer, topic: str, result: dict, committe
         )
 
 
-async def _await_replication(
-    server: KafkaServer, body: dict, waits: list[tuple[str, dict, int]], timeout_s: float
+def _replication_outcomes(
+    server: KafkaServer, body: dict, waits: list[tuple[str, dict, int]], flags: list[bool]
 ) -> dict:
-    flags = await server.replicas.delayed_produce(
-        [(t, res["index"], off) for t, res, off in waits], timeout_s
-    )
     for (topic, result, _off), committed in zip(waits, flags, strict=True):
         _replication_outcome(server, topic, result, committed)
     return body
@@ -91,7 +90,10 @@ async def handle_produce(
     body = {"responses": responses, "throttle_time": 0}
     if waits:
         timeout_s = max(ms(req.timeout), 0) / 1000.0
-        return asyncio.ensure_future(_await_replication(server, body, waits, timeout_s))
+        committed = server.replicas.delayed_produce(
+            [(t, res["index"], off) for t, res, off in waits], timeout_s
+        )
+        return then(committed, partial(_replication_outcomes, server, body, waits))
     if acks == 0:
         return None
     return body
