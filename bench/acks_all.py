@@ -12,6 +12,8 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
 - requests/s one broker answers: ``--connections`` producer processes, each with one
   connection, send 1-record requests (batch.num.messages=1, linger.ms=0, acks=1) to a
   one-partition RF 1 topic as fast as they can for ``--seconds``;
+- idle: the brokers' CPU (utime + stime from /proc) over 10 s with only the idle
+  partitions around, nobody producing: what follower fetch rounds cost at rest;
 - bulk with idle partitions around: ``--idle-partitions`` more partitions (RF 3, never
   written) are created, then kcat writes ``--bulk-records`` with acks=all and acks=1;
   the ratio is the cost of replication.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -106,6 +109,20 @@ def requests_per_second(bootstrap: str, topic: str, connections: int, seconds: f
     return {"requests_per_sec": total / elapsed, "connections": connections}
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def idle_cpu(cluster, seconds: float) -> dict:
+    """CPU the brokers burn while no client writes or reads: replication's idle cost."""
+    pids = [proc.pid for proc in cluster.brokers.values()]
+    before = [_cpu_seconds(pid) for pid in pids]
+    time.sleep(seconds)
+    used = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
+    return {"cpu_share_per_broker": sum(used) / len(used) / seconds}
+
+
 def export_tree(ref: str) -> Path:
     """``git archive`` of ``ref`` into a temp dir: the brokers of the 'before' column."""
     dest = Path(tempfile.mkdtemp(prefix="quill-baseline-"))
@@ -145,6 +162,7 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
         if args.idle_partitions:
             create_topic(bs, "idle", args.idle_partitions, 3, TOPIC_CONFIG)
             time.sleep(5)  # let every follower settle into its fetch rounds
+            add(f"idle, {args.idle_partitions} idle partitions", idle_cpu(cluster, 10.0))
         bulk = {}
         for acks in ("all", "1"):
             create_topic(bs, f"bulk-{acks}", 6, 3, TOPIC_CONFIG)
@@ -164,7 +182,10 @@ def print_table(rows: list[dict]) -> None:
     print("| brokers | test | records/s | p50 ms | p99 ms | p99.9 ms |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        if "requests_per_sec" in r:
+        if "cpu_share_per_broker" in r:
+            share = r["cpu_share_per_broker"]
+            print(f"| {r['label']} | {r['test']} | broker CPU {share:.0%} of a core | | | |")
+        elif "requests_per_sec" in r:
             print(f"| {r['label']} | {r['test']} | {r['requests_per_sec']:,.0f} requests/s | | | |")
         elif "ratio" in r:
             print(
