@@ -97,3 +97,27 @@ def test_handler_sends_full_then_only_changes():
     again = h.build({("t", 0): _fields(6)})  # refused: start over with a full fetch
     assert (again["session_id"], again["session_epoch"]) == (0, 0)
     assert again["topics"] == [{"topic": "t", "partitions": [_fields(6)]}]
+
+
+def test_partitions_that_returned_records_go_last():
+    from broker.server.handlers.fetch import _news_only
+
+    cache = FetchSessionCache()
+    session = cache.begin(_req(0, 0, {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}))[1]
+
+    def answer(p: int, size: int) -> NS:
+        return NS(
+            partition=p,
+            records_size=size,
+            error_code=0,
+            high_watermark=9,
+            last_stable_offset=9,
+            log_start_offset=0,
+        )
+
+    full = _news_only(session, [("t", [answer(0, 50), answer(1, 0), answer(2, 0)])], False)
+    assert [p.partition for p in full[0][1]] == [0, 1, 2]  # a full answer names all
+    assert [sp.partition for sp in session.by_topic()[0][1]] == [1, 2, 0]
+    news = _news_only(session, [("t", [answer(1, 10), answer(2, 0), answer(0, 0)])], True)
+    assert [p.partition for p in news[0][1]] == [1]  # only partition 1 has anything new
+    assert [sp.partition for sp in session.by_topic()[0][1]] == [2, 0, 1]

@@ -75,19 +75,27 @@ def _read_all(server: KafkaServer, req: Any, wanted: list) -> tuple[list, int, b
 
 def _news_only(session: FetchSession, topics: list, incremental: bool) -> list:
     """What the session's fetcher has not heard: every partition on a full fetch, only
-    the changed ones on an incremental one. The session remembers what it answered."""
+    the changed ones on an incremental one. The session remembers what it answered,
+    and (as Kafka) moves the partitions that returned records to the end of its order,
+    so the next fetch's byte budget goes to the others first."""
     out = []
+    served = []
     for topic, parts in topics:
         kept = []
         for p in parts:
-            sp = session.partitions.get((topic, p.partition))
+            key = (topic, p.partition)
+            sp = session.partitions.get(key)
             if sp is None:
                 continue
             if not incremental or sp.changed(p):
                 sp.heard(p)
                 kept.append(p)
+            if p.records_size:
+                served.append(key)
         if kept:
             out.append((topic, kept))
+    for key in served:
+        session.partitions[key] = session.partitions.pop(key)
     return out
 
 
