@@ -21,8 +21,21 @@ class LocalCluster:
     ports: dict[int, int] = field(default_factory=dict)
 
 
+_RUN_FROM = (
+    "import runpy, sys; sys.path.insert(0, {src!r}); sys.argv[0] = 'broker'; "
+    "runpy.run_module('broker', run_name='__main__', alter_sys=True)"
+)
+
+
 @contextlib.contextmanager
-def local_cluster(n_brokers: int = 1, overrides: dict | None = None, event_loop: str | None = None):
+def local_cluster(
+    n_brokers: int = 1,
+    overrides: dict | None = None,
+    event_loop: str | None = None,
+    src: Path | None = None,
+):
+    """``src``: run the brokers from another source tree (e.g. an older commit exported
+    for a before/after benchmark) instead of this one."""
     from kazoo.client import KazooClient
 
     from quill_stack import ports, services
@@ -50,6 +63,8 @@ def local_cluster(n_brokers: int = 1, overrides: dict | None = None, event_loop:
             )
             if event_loop:
                 spec.env["QUILL_EVENT_LOOP"] = event_loop
+            if src is not None:  # its own tree first on sys.path, ahead of the editable install
+                spec.argv = [spec.argv[0], "-c", _RUN_FROM.format(src=str(src)), *spec.argv[3:]]
             proc = ManagedProcess(spec, owner_env(state))
             started.append(proc)
             proc.start()

@@ -164,22 +164,29 @@ class RequestStats:
             timers = self.timers[name] = tuple(Histogram() for _ in TIMERS)
         return timers
 
-    def observe(self, frame: bytes, received: int, started: int, handled: int, sent: int) -> None:
+    def observe(
+        self, frame: bytes, received: int, started: int, handled: int, sent: int, remote_ns: int = 0
+    ) -> None:
         """One request, its perf_counter_ns times: arrived, handler started, handler
-        done, response written."""
+        done, response written; ``remote_ns`` when the handler answered with a future
+        (an acks=all produce), the time from its return until the answer was ready."""
         api_key, version = _KEY_VERSION.unpack_from(frame)
         key = (api_key, version)
         self.counts[key] = self.counts.get(key, 0) + 1
-        remote = _remote_ns.get()
-        if remote:
-            _remote_ns.set(0)
+        if remote_ns:  # parked after the handler returned
+            remote, local, send = remote_ns, handled - started, sent - handled - remote_ns
+        else:  # parked inside the handler (``PurgatoryStats.parked``), if at all
+            remote = _remote_ns.get()
+            if remote:
+                _remote_ns.set(0)
+            local, send = handled - started - remote, sent - handled
         ms = 1e-6
         values = (
             (sent - received) * ms,
             (started - received) * ms,
-            (handled - started - remote) * ms,
+            local * ms,
             remote * ms,
-            (sent - handled) * ms,
+            max(send, 0) * ms,
         )
         name = self.names.get(api_key, str(api_key))
         for hist, value in zip(self._timers(name), values, strict=True):
@@ -227,11 +234,23 @@ class PurgatoryStats:
             self.size[operation] -= 1
             _remote_ns.set(_remote_ns.get() + time.perf_counter_ns() - start)
 
+    def track(self, operation: str, fut) -> None:
+        """An operation parked as a future (an acks=all produce): counted in the
+        purgatory until it completes."""
+        self.size[operation] = self.size.get(operation, 0) + 1
+        fut.add_done_callback(lambda _f: self._left(operation))
+
+    def _left(self, operation: str) -> None:
+        self.size[operation] -= 1
+
 
 class _NullPurgatoryStats(PurgatoryStats):
     @contextmanager
     def parked(self, operation: str) -> Iterator[None]:
         yield
+
+    def track(self, operation: str, fut) -> None:
+        return None
 
 
 NULL_PURGATORY_STATS = _NullPurgatoryStats()

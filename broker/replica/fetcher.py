@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING
 
 from ..client.connection import BrokerConnection
 from ..protocol.errors import ErrorCode, KafkaError
+from .fetch_session_handler import FetchSessionHandler
 
 if TYPE_CHECKING:
     from .partition import Partition
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
+FETCH_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms default: a failing partition waits
 RETRY_ERRORS = {
     ErrorCode.not_leader_or_follower,
     ErrorCode.fenced_leader_epoch,
@@ -47,6 +49,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.wakeup = asyncio.Event()
         self.conn: BrokerConnection | None = None
+        self.session = FetchSessionHandler()  # KIP-227: incremental fetches to this leader
         self.task = asyncio.ensure_future(self._run())
 
     async def _connect(self) -> BrokerConnection | None:
@@ -66,7 +69,7 @@ class ReplicaFetcher:
                         await asyncio.sleep(0.2)
                         continue
                 await self._truncate_if_needed()
-                if not await self._fetch_once():
+                if not await self._fetch_once():  # nothing to fetch, or errors: back off
                     self.wakeup.clear()
                     try:
                         await asyncio.wait_for(self.wakeup.wait(), 0.1)
@@ -85,6 +88,7 @@ class ReplicaFetcher:
         await self._drop_connection()
 
     async def _drop_connection(self) -> None:
+        self.session.reset()  # the leader may or may not have seen the last request
         if self.conn is not None:
             await self.conn.close()
             self.conn = None
@@ -143,28 +147,34 @@ class ReplicaFetcher:
             log_.truncate_to(target)
 
     async def _fetch_once(self) -> bool:
-        """One Fetch round trip. True if it moved any data."""
-        ready = {k: s for k, s in self.partitions.items() if not s.needs_truncation}
+        """One Fetch round trip in this leader's fetch session (the leader parks it up
+        to replica.fetch.wait.max.ms and answers as soon as it appends). True when the
+        next one should go at once: any partition answered without error, or none had
+        news; False when nothing is fetchable or every answer failed (then back off)."""
+        now = asyncio.get_running_loop().time()
+        ready = {
+            k: s
+            for k, s in self.partitions.items()
+            if not s.needs_truncation and s.delayed_until <= now
+        }
         quota = self.manager.quota
         if quota is not None and quota.exceeded():
             ready = {k: s for k, s in ready.items() if not self.manager.is_throttled(*k)}
         if not ready:
             return False
         cfg = self.manager.config
-        topics: dict[str, list[dict]] = {}
-        for (topic, index), st in ready.items():
+        wanted: dict[TopicPartition, dict] = {}
+        for key, st in ready.items():
             log_ = st.partition.log
             epoch = log_.latest_epoch
-            topics.setdefault(topic, []).append(
-                {
-                    "partition": index,
-                    "current_leader_epoch": st.partition.leader_epoch,
-                    "fetch_offset": log_.log_end_offset,
-                    "last_fetched_epoch": -1 if epoch is None else epoch,
-                    "log_start_offset": log_.log_start_offset,
-                    "partition_max_bytes": cfg["replica.fetch.max.bytes"],
-                }
-            )
+            wanted[key] = {
+                "partition": key[1],
+                "current_leader_epoch": st.partition.leader_epoch,
+                "fetch_offset": log_.log_end_offset,
+                "last_fetched_epoch": -1 if epoch is None else epoch,
+                "log_start_offset": log_.log_start_offset,
+                "partition_max_bytes": cfg["replica.fetch.max.bytes"],
+            }
         resp = await self.conn.request(
             1,
             12,
@@ -174,23 +184,29 @@ class ReplicaFetcher:
                 "min_bytes": 1,
                 "max_bytes": cfg["replica.fetch.response.max.bytes"],
                 "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [],
+                **self.session.build(wanted),
                 "rack_id": "",
             },
             timeout_s=cfg["replica.fetch.wait.max.ms"] / 1000.0 + 30,
         )
-        moved = False
+        if not self.session.handle_response(resp):
+            log.info(
+                "fetch session with leader %d refused (%s); starting a new one",
+                self.leader_id,
+                ErrorCode(resp.error_code).name,
+            )
+            return True  # the next fetch is a full one
+        answered = healthy = False
         for t in resp.responses:
             for p in t.partitions:
                 st = self.partitions.get((t.topic, p.partition_index))
                 if st is not None:
-                    moved |= self._process(st, p)
-        return moved
+                    answered = True
+                    healthy |= self._process(st, p)
+        return healthy or not answered  # nothing new within the max wait: fetch again
 
     def _process(self, st: FetchState, p) -> bool:
+        """Apply one partition's answer; True when it came without error."""
         part = st.partition
         log_ = part.log
         if p.error_code == ErrorCode.offset_out_of_range:
@@ -208,12 +224,12 @@ class ReplicaFetcher:
                     self.leader_id,
                     p.error_code.name,
                 )
+            # as Kafka: this partition sits out for the backoff, the others fetch on
+            st.delayed_until = asyncio.get_running_loop().time() + FETCH_BACKOFF_S
             return False
-        moved = False
         if p.records:
             try:
                 log_.append_as_follower(p.records)
-                moved = True
                 if self.manager.quota is not None and self.manager.is_throttled(
                     part.topic, part.index
                 ):
@@ -227,7 +243,7 @@ class ReplicaFetcher:
             log_.high_watermark = hw
         if p.log_start_offset > log_.log_start_offset and p.log_start_offset <= log_.high_watermark:
             log_.maybe_increment_log_start_offset(p.log_start_offset)
-        return moved
+        return True
 
 
 class ReplicaFetcherManager:

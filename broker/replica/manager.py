@@ -17,7 +17,7 @@ from ..log.manager import LogManager
 from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetcher import ReplicaFetcherManager
-from .partition import Partition, PartitionState
+from .partition import DelayedProduce, Partition, PartitionState
 from .throttle import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,7 @@ class ReplicaManager:
             if new_epoch:
                 self.fetchers.add_partition(key, part, state.leader)
         part.wake_waiters()
+        part.complete_delayed_produces()  # a follower now: every waiting produce fails
         self._notify_leadership(part, was_leader, old_epoch)
 
     def on_log_dir_offline(self, log_dir) -> list[tuple[str, int]]:
@@ -155,6 +156,7 @@ class ReplicaManager:
             was_leader, old_epoch = part.is_leader, part.leader_epoch
             part.state = None
             part.wake_waiters()
+            part.complete_delayed_produces()
             self._notify_leadership(part, was_leader, old_epoch)
         if delete:
             self.logs.delete_log(topic, index)
@@ -357,18 +359,24 @@ class ReplicaManager:
     async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> bool:
         """Wait until ``offset`` is below the high watermark (acks=all); False on timeout
         or when this broker stops leading the partition."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
+        return (await self.delayed_produce([(topic, index, offset)], timeout_s))[0]
+
+    def delayed_produce(
+        self, waits: list[tuple[str, int, int]], timeout_s: float
+    ) -> asyncio.Future[list[bool]]:
+        """Kafka's DelayedProduce: a future of one flag per ``(topic, partition, last
+        offset)``, True once that offset is below the partition's high watermark, False
+        when this broker stops leading it or ``timeout_s`` passes first. Each partition
+        keeps its waiting produces ordered by offset, so moving a HW completes exactly
+        the satisfied ones; no task, no polling."""
+        op = DelayedProduce(len(waits), timeout_s)
+        for i, (topic, index, offset) in enumerate(waits):
             part = self.partitions.get((topic, index))
-            if part is None or not part.is_leader or part.log is None:
-                return False
-            if part.log.high_watermark > offset:
-                return True
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            await self.wait_for_data([(topic, index)], remaining)
+            if part is None:
+                op.settle(i, False)
+            else:
+                part.add_delayed_produce(offset, op, i)
+        return op.future
 
     async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
         """Park a fetch until any of its partitions gets new data, or the timeout."""

@@ -11,15 +11,54 @@ the partition only believes a new ISR once ZooKeeper accepted it (Kafka's
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
 from dataclasses import dataclass, field
 
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
 
+_TIE = itertools.count()  # orders delayed produces waiting on the same offset
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class DelayedProduce:
+    """One acks=all produce waiting on its partitions (Kafka's DelayedProduce): a
+    future of one flag per partition slot, set when every slot is settled or at the
+    timeout (unsettled slots: False). Plain slots, no closures: nothing here forms a
+    reference cycle once it is done, so the garbage collector has no work with it."""
+
+    __slots__ = ("future", "flags", "pending", "timer")
+
+    def __init__(self, slots: int, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[list[bool]] = loop.create_future()
+        self.flags = [False] * slots
+        self.pending = slots
+        self.timer: asyncio.TimerHandle | None = None
+        if slots == 0:
+            self.future.set_result([])
+        else:
+            self.timer = loop.call_later(max(timeout_s, 0.0), self.expire)
+
+    def settle(self, slot: int, ok: bool) -> None:
+        if self.timer is None:
+            return  # done already (timed out)
+        self.flags[slot] = ok
+        self.pending -= 1
+        if self.pending == 0:
+            self.expire()
+
+    def expire(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+        if not self.future.done():
+            self.future.set_result(self.flags)
 
 
 @dataclass
@@ -54,6 +93,8 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
     _waiters: set[asyncio.Future] = field(default_factory=set)
+    # delayed produces (acks=all): (offset that must fall below the HW, tie, op, slot)
+    _delayed: list[tuple[int, int, DelayedProduce, int]] = field(default_factory=list)
 
     @property
     def is_leader(self) -> bool:
@@ -173,8 +214,37 @@ class Partition:
         if hw > log.high_watermark:
             log.high_watermark = hw
             self.wake_waiters()
+            self.complete_delayed_produces()
 
     # -- delayed operations ------------------------------------------------------------------
+    def add_delayed_produce(self, offset: int, op: DelayedProduce, slot: int) -> None:
+        """acks=all: settle ``op``'s ``slot`` True once ``offset`` is below the high
+        watermark, False if this replica stops leading first; at once when the offset
+        is committed already."""
+        if not self.is_leader or self.log is None:
+            op.settle(slot, False)
+        elif offset < self.log.high_watermark:
+            op.settle(slot, True)
+        else:
+            heapq.heappush(self._delayed, (offset, next(_TIE), op, slot))
+
+    def complete_delayed_produces(self) -> None:
+        """Complete every delayed produce the high watermark has passed, in one pass:
+        O(completed) with the waiting ones ordered by offset. When this replica no longer
+        leads, every waiting produce completes as failed."""
+        delayed = self._delayed
+        if not delayed:
+            return
+        if not self.is_leader or self.log is None:
+            self._delayed = []
+            for _o, _t, op, slot in delayed:
+                op.settle(slot, False)
+            return
+        hw = self.log.high_watermark
+        while delayed and delayed[0][0] < hw:
+            _o, _t, op, slot = heapq.heappop(delayed)
+            op.settle(slot, True)
+
     def wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, set()
         for fut in waiters:

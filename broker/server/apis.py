@@ -13,6 +13,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import is_dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import ErrorCode
@@ -25,8 +26,10 @@ from ..protocol.messages import (
     peek_header,
     response_schema,
 )
+from ..protocol.produce_response import encode_produce_response
 from ..quota.manager import REQUEST
 from . import request_context
+from .network import then
 from .quotas import TimedCoroutine, produce_throttle, request_throttle
 
 if TYPE_CHECKING:
@@ -185,6 +188,23 @@ def _request_quota_applies(api_key: int, request: Any) -> bool:
     return not (api_key == 0 and request.acks == 0)
 
 
+def _encode(result: Any, api_key: int, version: int, correlation_id: int) -> Response:
+    if result is None or isinstance(result, bytes | list):
+        return result  # acks=0, or a handler that encodes its own response (Fetch)
+    if api_key == 0 and isinstance(result, dict):  # the hot path: by hand, not by kio
+        return encode_produce_response(version, correlation_id, result)
+    body = result if is_dataclass(result) else build(response_schema(api_key, version), result)
+    return encode_response(api_key, version, correlation_id, body)
+
+
+def _encode_later(
+    api_key: int, version: int, correlation_id: int, throttle_ms: int, body: Any
+) -> Response:
+    if throttle_ms > 0 and isinstance(body, dict) and "throttle_time" in body:
+        body["throttle_time"] = throttle_ms
+    return _encode(body, api_key, version, correlation_id)
+
+
 class KafkaApis:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
@@ -225,7 +245,8 @@ class KafkaApis:
                 conn.mute_after_response(throttle_ms)  # KIP-219: reads resume when it ends
             else:  # older clients do not back off: the response itself waits, as before KIP-219
                 await asyncio.sleep(throttle_ms / 1000.0)
-        if result is None or isinstance(result, bytes | list):
-            return result  # acks=0, or a handler that encodes its own response (Fetch)
-        body = result if is_dataclass(result) else build(response_schema(api_key, version), result)
-        return encode_response(api_key, version, correlation_id, body)
+        if isinstance(result, asyncio.Future):  # answered later (acks=all): encode then
+            return then(
+                result, partial(_encode_later, api_key, version, correlation_id, throttle_ms)
+            )
+        return _encode(result, api_key, version, correlation_id)

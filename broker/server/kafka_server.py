@@ -36,6 +36,7 @@ from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
+from .handlers.fetch_session import FetchSessionCache
 from .metadata_cache import MetadataCache
 from .network import SocketServer
 from .quotas import QuotaConfigSync
@@ -75,6 +76,7 @@ class KafkaServer:
             memory_pool=RequestMemoryPool(config["queued.max.request.bytes"]),
             max_idle_ms=config["connections.max.idle.ms"],
         )
+        self.fetch_sessions = FetchSessionCache()  # KIP-227, for followers and consumers
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
         names = {key: spec[0] for key, spec in SUPPORTED.items()}

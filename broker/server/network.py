@@ -2,7 +2,10 @@
 
 Each connection reads size-prefixed frames into a queue and one task per connection
 handles them in arrival order (Kafka mutes a channel while a request is in flight; we
-queue instead, up to ``queued.max.requests``, then stop reading). A response is
+queue instead, up to ``queued.max.requests``, then stop reading). A handler may answer
+with a future (an acks=all produce, its appends done, waiting for the ISR): the next
+requests are served meanwhile, their appends stay in arrival order, and responses
+still leave in request order, held behind the waiting one. A response is
 either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
 the segment file to the socket with sendfile, never through Python bytes.
 
@@ -64,7 +67,33 @@ class _FdFile:
 
 
 Response = bytes | list[bytes | FileRegion] | None
+# at most this many answers waiting for a future per connection; then reading waits too
+MAX_PENDING_RESPONSES = 1000
 Handler = Callable[["Connection", bytes], Awaitable[Response]]
+
+
+def then(fut: asyncio.Future, fn: Callable) -> asyncio.Future:
+    """A future of ``fn(fut's result)``, computed by a done-callback: a deferred
+    response without a task per request. Errors and cancellation pass through."""
+    out = fut.get_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            out.set_result(fn(f.result()))
+        except Exception as err:  # noqa: BLE001 - handed to whoever awaits ``out``
+            out.set_exception(err)
+
+    fut.add_done_callback(done)
+    return out
 
 
 class Connection(asyncio.Protocol):
@@ -80,6 +109,8 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
         self._worker: asyncio.Task | None = None
+        self._outbox: deque = deque()  # responses held behind a future, in request order
+        self._sender: asyncio.Task | None = None
         self._closed = False
         self._mutes: set[str] = set()  # why reading is paused: queue, write, memory, throttle
         self._held = 0  # bytes of requests read and not yet answered (the memory pool's)
@@ -108,8 +139,10 @@ class Connection(asyncio.Protocol):
         pool.forget(self)
         held, self._held = self._held, 0
         pool.give_back(held)
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
+        for task in (self._worker, self._sender):
+            if task is not None and not task.done():
+                task.cancel()
+        self._drop_outbox()
 
     def pause_writing(self) -> None:
         """Responses pile up unread: read nothing more until the client catches up."""
@@ -194,15 +227,56 @@ class Connection(asyncio.Protocol):
                 finally:
                     self._handling = False
                 handled = time.perf_counter_ns()
-                if response is not None:
-                    await self.send(response)
-                self.server.observe(frame, arrived, started, handled, time.perf_counter_ns())
+                if isinstance(response, asyncio.Future) or self._outbox:
+                    await self._hold(response, (frame, arrived, started, handled))
+                else:
+                    if response is not None:
+                        await self.send(response)
+                    self.server.observe(frame, arrived, started, handled, time.perf_counter_ns())
                 self.last_active = time.monotonic()
                 self._release(4 + len(frame))
                 if self._mute_s > 0:
                     await self._muted()
         except asyncio.CancelledError:
             pass
+        except Exception:  # a bug in a handler: drop this client, keep the broker
+            log.exception("unexpected error serving %s; closing the connection", self.peer)
+            self.abort("internal error")
+
+    def _drop_outbox(self) -> None:
+        for item, _times in self._outbox:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self._outbox.clear()
+
+    async def _hold(self, response: Response | asyncio.Future, times: tuple) -> None:
+        """Queue a response behind the ones still waiting; one task sends them in order.
+        ``times`` is (frame, arrived, started, handled) for the request metrics."""
+        self._outbox.append((response, times))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send_in_order())
+        if len(self._outbox) >= MAX_PENDING_RESPONSES:
+            await asyncio.wait([self._sender])  # back-pressure: finish these first
+
+    async def _send_in_order(self) -> None:
+        outbox = self._outbox
+        try:
+            while outbox and not self._closed:
+                response, (frame, arrived, started, handled) = outbox[0]
+                remote = 0
+                if isinstance(response, asyncio.Future):
+                    response = await response
+                    remote = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
+                outbox.popleft()
+                if response is not None:
+                    await self.send(response)
+                self.server.observe(
+                    frame, arrived, started, handled, time.perf_counter_ns(), remote_ns=remote
+                )
+        except asyncio.CancelledError:
+            pass
+        except ProtocolError as exc:
+            self.abort(str(exc))
         except Exception:  # a bug in a handler: drop this client, keep the broker
             log.exception("unexpected error serving %s; closing the connection", self.peer)
             self.abort("internal error")
@@ -252,6 +326,7 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self._closed = True
             self._frames.clear()
+            self._drop_outbox()
             if self.transport is not None:
                 self.transport.abort()
 
@@ -298,7 +373,9 @@ class SocketServer:
         self._listeners: list[socket.socket] = []
         self._tasks: list[asyncio.Task] = []
 
-    def observe(self, frame: bytes, arrived: int, started: int, handled: int, sent: int) -> None:
+    def observe(
+        self, frame: bytes, arrived: int, started: int, handled: int, sent: int, remote_ns: int = 0
+    ) -> None:
         """Called once per request with its times (perf_counter_ns); the metrics
         replace it (``broker.metrics``), otherwise it does nothing."""
 

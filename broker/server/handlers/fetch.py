@@ -1,4 +1,5 @@
-"""Fetch: long poll on min bytes / max wait, size limits, record data by sendfile."""
+"""Fetch: long poll on min bytes / max wait, size limits, record data by sendfile,
+fetch sessions (KIP-227, see fetch_session.py)."""
 
 from __future__ import annotations
 
@@ -10,28 +11,30 @@ from ...protocol.fetch_response import PartitionData, encode_fetch_response
 from ...protocol.messages import RequestHeader, ms
 from ..network import FileRegion
 from ..quotas import fetch_throttle
+from .fetch_session import FetchSession
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
-def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
-    """One pass over the requested partitions; returns (topics, bytes, any error)."""
+def _read_all(server: KafkaServer, req: Any, wanted: list) -> tuple[list, int, bool]:
+    """One pass over ``wanted`` ((topic, partitions) with the request's partition fields:
+    the request's own, or its session's); returns (topics, bytes, any error)."""
     budget = min(req.max_bytes, server.config["fetch.max.bytes"]) if req.max_bytes > 0 else 0
     total = 0
     errors = False
     topics = []
     committed = getattr(req, "isolation_level", 0) == 1
-    for t in req.topics:
+    for topic, partitions in wanted:
         parts = []
-        for p in t.partitions:
+        for p in partitions:
             remaining = budget - total
             limit = min(p.partition_max_bytes, remaining) if remaining > 0 else 0
             max_bytes = limit if total > 0 else max(limit, 1)
             if req.replica_id >= 0:
                 r = server.replicas.read_for_follower(
                     req.replica_id,
-                    t.topic,
+                    topic,
                     p.partition,
                     p.fetch_offset,
                     max_bytes,
@@ -39,7 +42,7 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
                 )
             else:
                 r = server.replicas.read(
-                    t.topic,
+                    topic,
                     p.partition,
                     p.fetch_offset,
                     max_bytes,
@@ -67,16 +70,51 @@ def _read_all(server: KafkaServer, req: Any) -> tuple[list, int, bool]:
                     aborted_transactions=r.aborted,
                 )
             )
-        topics.append((t.topic, parts))
+        topics.append((topic, parts))
     return topics, total, errors
 
 
+def _news_only(session: FetchSession, topics: list, incremental: bool) -> list:
+    """What the session's fetcher has not heard: every partition on a full fetch, only
+    the changed ones on an incremental one. The session remembers what it answered,
+    and (as Kafka) moves the partitions that returned records to the end of its order,
+    so the next fetch's byte budget goes to the others first."""
+    out = []
+    served = []
+    for topic, parts in topics:
+        kept = []
+        for p in parts:
+            key = (topic, p.partition)
+            sp = session.partitions.get(key)
+            if sp is None:
+                continue
+            if not incremental or sp.changed(p):
+                sp.heard(p)
+                kept.append(p)
+            if p.records_size:
+                served.append(key)
+        if kept:
+            out.append((topic, kept))
+    for key in served:
+        session.partitions[key] = session.partitions.pop(key)
+    return out
+
+
 async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> list:
+    error, session, incremental = server.fetch_sessions.begin(req)
+    if error != ErrorCode.none:  # the fetcher starts over with a full fetch
+        return encode_fetch_response(
+            header.api_version, header.correlation_id, [], error_code=error
+        )
+    if session is not None:
+        wanted = session.by_topic()
+    else:
+        wanted = [(t.topic, t.partitions) for t in req.topics]
     max_wait_s = max(0, ms(req.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait_s
-    keys = [(t.topic, p.partition) for t in req.topics for p in t.partitions]
+    keys = [(topic, p.partition) for topic, parts in wanted for p in parts]
     while True:
-        topics, total, errors = _read_all(server, req)
+        topics, total, errors = _read_all(server, req, wanted)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
             break
@@ -88,6 +126,14 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         if throttle_ms > 0:
             topics = []  # as Kafka: a throttled fetch is answered empty
         server.metrics.topics.fetched(topics)
+    session_id = 0
+    if session is not None:
+        session_id = session.id
+        topics = _news_only(session, topics, incremental)
     return encode_fetch_response(
-        header.api_version, header.correlation_id, topics, throttle_ms=throttle_ms
+        header.api_version,
+        header.correlation_id,
+        topics,
+        throttle_ms=throttle_ms,
+        session_id=session_id,
     )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
 from ..metadata_cache import INTERNAL_TOPICS
+from ..network import then
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.AdminClientId may write them
 
@@ -15,21 +17,16 @@ if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
-async def _await_replication(
-    server: KafkaServer, topic: str, result: dict, last_offset: int, timeout_s: float
-) -> None:
-    """acks=all: the DelayedProduce of Kafka, one partition."""
-    committed = await server.replicas.wait_committed(topic, result["index"], last_offset, timeout_s)
+def _replication_outcome(server: KafkaServer, topic: str, result: dict, committed: bool) -> None:
+    """acks=all: the error a partition's DelayedProduce ends with, if any."""
+    part = server.replicas.partitions.get((topic, result["index"]))
     if not committed:
-        part = server.replicas.partitions.get((topic, result["index"]))
         if part is None or not part.is_leader:
             result["error_code"] = ErrorCode.not_leader_or_follower
         else:
             result["error_code"] = ErrorCode.request_timed_out
         result["error_message"] = "the append was not replicated to the ISR in time"
-        return
-    part = server.replicas.partitions.get((topic, result["index"]))
-    if (
+    elif (
         part is not None
         and part.log is not None
         and len(part.isr) < part.log.config.min_insync_replicas
@@ -40,7 +37,20 @@ async def _await_replication(
         )
 
 
-async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -> dict | None:
+def _replication_outcomes(
+    server: KafkaServer, body: dict, waits: list[tuple[str, dict, int]], flags: list[bool]
+) -> dict:
+    for (topic, result, _off), committed in zip(waits, flags, strict=True):
+        _replication_outcome(server, topic, result, committed)
+    return body
+
+
+async def handle_produce(
+    server: KafkaServer, header: RequestHeader, req: Any
+) -> dict | asyncio.Future | None:
+    """Every partition is appended before this returns. With acks=all the answer is a
+    future of the response body: the connection serves its next requests while this one
+    waits for the ISR, and still answers them in order (see network.Connection)."""
     acks = req.acks
     responses = []
     waits = []
@@ -78,15 +88,17 @@ async def handle_produce(server: KafkaServer, header: RequestHeader, req: Any) -
             result.setdefault("log_start_offset", -1)
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
+    body = {"responses": responses, "throttle_time": 0}
     if waits:
         timeout_s = max(ms(req.timeout), 0) / 1000.0
-        with server.metrics.purgatory.parked("Produce"):
-            await asyncio.gather(
-                *(_await_replication(server, t, res, off, timeout_s) for t, res, off in waits)
-            )
+        committed = server.replicas.delayed_produce(
+            [(t, res["index"], off) for t, res, off in waits], timeout_s
+        )
+        server.metrics.purgatory.track("Produce", committed)
+        return then(committed, partial(_replication_outcomes, server, body, waits))
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time": 0}
+    return body
 
 
 async def handle_init_producer_id(server: KafkaServer, header: RequestHeader, req: Any) -> dict:

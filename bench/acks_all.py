@@ -1,0 +1,233 @@
+"""The replicated write path (issue 11): acks=all with small requests, before/after.
+
+    python bench/acks_all.py [--seconds 10] [--rate 10000] [--idle-partitions 300]
+                             [--bulk-records 300000] [--baseline REF]
+
+Three brokers on this machine (built as quill-stack builds them), a topic with 6
+partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
+
+- fixed-rate produce through confluent-kafka (librdkafka) at ``--rate`` records/s for
+  ``--seconds``: acks=all linger.ms=0 and 5, acks=1 linger.ms=0; achieved records/s
+  and latency p50/p99/p999 from produce() to the delivery report;
+- requests/s one broker answers: ``--connections`` producer processes, each with one
+  connection, send 1-record requests (batch.num.messages=1, linger.ms=0, acks=1) to a
+  one-partition RF 1 topic as fast as they can for ``--seconds``;
+- idle: the brokers' CPU (utime + stime from /proc) over 10 s with only the idle
+  partitions around, nobody producing: what follower fetch rounds cost at rest;
+- bulk with idle partitions around: ``--idle-partitions`` more partitions (RF 3, never
+  written) are created, then kcat writes ``--bulk-records`` with acks=all and acks=1;
+  the ratio is the cost of replication.
+
+``--baseline REF`` runs every row first on the brokers of git ref REF (exported to a
+temp dir; the client side is the same), then on this tree, so before/after share one
+machine state. Figures are printed, never asserted. See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.cluster import kcat_produce  # noqa: E402
+from bench.localstack import local_cluster  # noqa: E402
+from bench.throughput import create_topic  # noqa: E402
+from broker.cli import producer_perf  # noqa: E402
+
+TOPIC_CONFIG = {"min.insync.replicas": "2"}
+
+
+def fixed_rate(bootstrap: str, topic: str, rate: int, seconds: float, **props) -> dict:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **props})
+    payload = producer_perf.random_payload(100, seed=1)
+    count = int(rate * seconds)
+    started = time.perf_counter()
+    stats = producer_perf.run(producer, topic, count, [payload], rate, sample_every=1)
+    summary = stats.summary(time.perf_counter())
+    summary["records_per_sec"] = count / (time.perf_counter() - started)
+    return summary
+
+
+def _request_loop(bootstrap: str, topic: str, seconds: float, out) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": "0",
+            "batch.num.messages": "1",  # one record per request
+            "queue.buffering.max.messages": "20000",
+        }
+    )
+    acked = [0]
+
+    def delivered(err, _msg) -> None:
+        if err is None:
+            acked[0] += 1
+
+    payload = b"x" * 100
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        try:
+            producer.produce(topic, payload, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.001)
+        producer.poll(0)
+    producer.flush(30)
+    out.put(acked[0])
+
+
+def requests_per_second(bootstrap: str, topic: str, connections: int, seconds: float) -> dict:
+    """Acknowledged 1-record requests per second, ``connections`` producers at once."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_request_loop, args=(bootstrap, topic, seconds, out))
+        for _ in range(connections)
+    ]
+    started = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    total = sum(out.get(timeout=seconds + 120) for _ in procs)
+    elapsed = time.perf_counter() - started
+    for proc in procs:
+        proc.join()
+    return {"requests_per_sec": total / elapsed, "connections": connections}
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def idle_cpu(cluster, seconds: float) -> dict:
+    """CPU the brokers burn while no client writes or reads: replication's idle cost."""
+    pids = [proc.pid for proc in cluster.brokers.values()]
+    before = [_cpu_seconds(pid) for pid in pids]
+    time.sleep(seconds)
+    used = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
+    return {"cpu_share_per_broker": sum(used) / len(used) / seconds}
+
+
+def export_tree(ref: str) -> Path:
+    """``git archive`` of ``ref`` into a temp dir: the brokers of the 'before' column."""
+    dest = Path(tempfile.mkdtemp(prefix="quill-baseline-"))
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
+
+
+def run_rows(label: str, src: Path | None, args) -> list[dict]:
+    rows: list[dict] = []
+
+    def add(test: str, summary: dict) -> None:
+        row = {"label": label, "test": test, **summary}
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+
+    with local_cluster(3, src=src) as cluster:
+        bs = cluster.bootstrap
+        create_topic(bs, "small", 6, 3, TOPIC_CONFIG)
+        for row, name, props in (
+            ("all0", "acks=all linger.ms=0", {"acks": "all", "linger.ms": "0"}),
+            ("all5", "acks=all linger.ms=5", {"acks": "all", "linger.ms": "5"}),
+            ("one0", "acks=1 linger.ms=0", {"acks": "1", "linger.ms": "0"}),
+        ):
+            if row in args.rows:
+                rate = fixed_rate(bs, "small", args.rate, args.seconds, **props)
+                add(f"{name} @{args.rate}/s", rate)
+        if "requests" in args.rows:
+            first = bs.split(",")[0]
+            create_topic(first, "one", 1, 1)
+            add(
+                f"acks=1 1-record requests, {args.connections} connections",
+                requests_per_second(first, "one", args.connections, args.seconds),
+            )
+        if "bulk" not in args.rows:
+            return rows
+        if args.idle_partitions:
+            create_topic(bs, "idle", args.idle_partitions, 3, TOPIC_CONFIG)
+            time.sleep(5)  # let every follower settle into its fetch rounds
+            add(f"idle, {args.idle_partitions} idle partitions", idle_cpu(cluster, 10.0))
+        bulk = {}
+        for acks in ("all", "1"):
+            create_topic(bs, f"bulk-{acks}", 6, 3, TOPIC_CONFIG)
+            bulk[acks] = kcat_produce(bs, f"bulk-{acks}", args.bulk_records, 100, acks)
+        add(
+            f"bulk kcat, {args.idle_partitions} idle partitions",
+            {
+                "acks_all_per_sec": bulk["all"],
+                "acks_1_per_sec": bulk["1"],
+                "ratio": bulk["all"] / bulk["1"],
+            },
+        )
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    print("| brokers | test | records/s | p50 ms | p99 ms | p99.9 ms |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        if "cpu_share_per_broker" in r:
+            share = r["cpu_share_per_broker"]
+            print(f"| {r['label']} | {r['test']} | broker CPU {share:.0%} of a core | | | |")
+        elif "requests_per_sec" in r:
+            print(f"| {r['label']} | {r['test']} | {r['requests_per_sec']:,.0f} requests/s | | | |")
+        elif "ratio" in r:
+            print(
+                f"| {r['label']} | {r['test']} | acks=all {r['acks_all_per_sec']:,.0f}, "
+                f"acks=1 {r['acks_1_per_sec']:,.0f} ({r['ratio']:.2f}x) | | | |"
+            )
+        else:
+            print(
+                f"| {r['label']} | {r['test']} | {r['records_per_sec']:,.0f} | "
+                f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['p999_ms']:.1f} |"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rate", type=int, default=10_000)
+    p.add_argument("--idle-partitions", type=int, default=300)
+    p.add_argument("--bulk-records", type=int, default=300_000)
+    p.add_argument("--connections", type=int, default=8)
+    p.add_argument(
+        "--rows",
+        type=lambda v: set(v.split(",")),
+        default={"all0", "all5", "one0", "requests", "bulk"},
+        help="which rows: all0,all5,one0,requests,bulk (default: all)",
+    )
+    p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
+    p.add_argument("--json", help="also write the rows here")
+    args = p.parse_args(argv)
+    rows: list[dict] = []
+    if args.baseline:
+        src = export_tree(args.baseline)
+        try:
+            rows += run_rows(f"before ({args.baseline})", src, args)
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+    rows += run_rows("after (this tree)" if args.baseline else "this tree", None, args)
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The follower's side of a fetch session (KIP-227; Kafka's FetchSessionHandler).
+
+The first fetch to a leader is full (epoch 0) and opens a session; each later one
+carries the next epoch and names only the partitions whose fetch fields changed since
+the last request (in practice: the ones that just appended), plus the ones to forget.
+Any doubt (an error from the leader, a lost connection, a timeout) starts over with a
+full fetch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.errors import ErrorCode
+
+INITIAL_EPOCH = 0
+TopicPartition = tuple[str, int]
+
+
+class FetchSessionHandler:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH
+        self._session: dict[TopicPartition, tuple] = {}  # what the leader's session holds
+
+    def build(self, wanted: dict[TopicPartition, dict]) -> dict:
+        """The session fields, topics and forgotten topics of the next Fetch request for
+        ``wanted`` (partition -> its request fields)."""
+        held = self._session
+        if self.epoch == INITIAL_EPOCH:
+            send = wanted
+            forgotten: dict[str, list[int]] = {}
+        else:
+            send = {k: v for k, v in wanted.items() if held.get(k) != tuple(v.values())}
+            forgotten = {}
+            for topic, index in held:
+                if (topic, index) not in wanted:
+                    forgotten.setdefault(topic, []).append(index)
+        self._session = {k: tuple(v.values()) for k, v in wanted.items()}
+        topics: dict[str, list[dict]] = {}
+        for (topic, _index), fields in send.items():
+            topics.setdefault(topic, []).append(fields)
+        return {
+            "session_id": self.session_id,
+            "session_epoch": self.epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [
+                {"topic": t, "partitions": ps} for t, ps in forgotten.items()
+            ],
+        }
+
+    def handle_response(self, resp: Any) -> bool:
+        """Take the response's session fields; False (and a fresh start next time) when
+        the leader refused the session."""
+        if resp.error_code != ErrorCode.none:
+            self.reset()
+            return False
+        if resp.session_id == 0:  # the leader keeps no session for us: full fetches
+            self.reset()
+        else:
+            self.session_id = resp.session_id
+            self.epoch = 1 if self.epoch >= 2**31 - 1 else self.epoch + 1
+        return True

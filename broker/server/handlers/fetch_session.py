@@ -1,0 +1,141 @@
+"""Fetch sessions (KIP-227): the leader remembers what a fetcher reads.
+
+A fetcher (a follower, or a consumer that asks for it) opens a session with a full
+fetch at epoch 0; the response carries the session id. Its later fetches are
+incremental: they name only the partitions whose fetch offset (or limits) changed, plus
+the ones to forget, and the response names only the partitions with something new
+(records, an error, a moved high watermark, last stable or log start offset). With
+thousands of idle partitions, a fetch round then costs the wire and the codecs next
+to nothing. Epoch -1 is the old sessionless full fetch.
+
+Kafka's rules: an unknown session id is FETCH_SESSION_ID_NOT_FOUND, an epoch other
+than the one expected is INVALID_FETCH_SESSION_EPOCH (the fetcher then starts over
+with a full fetch); at most ``max.incremental.fetch.session.cache.slots`` (Kafka's
+default, 1000) sessions live at once, the least recently used making room.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...protocol.errors import ErrorCode
+
+FINAL_EPOCH = -1  # sessionless (or: close the session named)
+INITIAL_EPOCH = 0  # a full fetch that opens a session
+MAX_SESSIONS = 1000  # Kafka's max.incremental.fetch.session.cache.slots default
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class SessionPartition:
+    """What the session holds for one partition: the request's fields, and what the
+    fetcher last heard (an incremental response repeats the partition when one moves)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    high_watermark: int = -2  # -2: never answered yet
+    last_stable_offset: int = -2
+    log_start_offset: int = -2
+
+    def changed(self, answer: Any) -> bool:
+        """``answer`` (a PartitionData) brings something the fetcher has not heard."""
+        return (
+            answer.records_size > 0
+            or answer.error_code != 0
+            or answer.high_watermark != self.high_watermark
+            or answer.last_stable_offset != self.last_stable_offset
+            or answer.log_start_offset != self.log_start_offset
+        )
+
+    def heard(self, answer: Any) -> None:
+        self.high_watermark = answer.high_watermark
+        self.last_stable_offset = answer.last_stable_offset
+        self.log_start_offset = answer.log_start_offset
+
+
+@dataclass(slots=True)
+class FetchSession:
+    id: int
+    epoch: int  # the epoch the next request must carry
+    partitions: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
+
+    def by_topic(self) -> list[tuple[str, list[SessionPartition]]]:
+        topics: dict[str, list[SessionPartition]] = {}
+        for (topic, _index), sp in self.partitions.items():
+            topics.setdefault(topic, []).append(sp)
+        return list(topics.items())
+
+    def update(self, req: Any) -> None:
+        """Take the request's partitions (added or changed) and forget what it says."""
+        for t in req.topics:
+            for p in t.partitions:
+                self.partitions[(t.topic, p.partition)] = SessionPartition(
+                    p.partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    getattr(p, "current_leader_epoch", -1),
+                    *self._heard((t.topic, p.partition)),
+                )
+        for t in getattr(req, "forgotten_topics_data", ()):
+            for index in t.partitions:
+                self.partitions.pop((t.topic, index), None)
+
+    def _heard(self, key: TopicPartition) -> tuple[int, int, int]:
+        old = self.partitions.get(key)
+        if old is None:
+            return (-2, -2, -2)
+        return (old.high_watermark, old.last_stable_offset, old.log_start_offset)
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 2**31 - 1 else epoch + 1
+
+
+class FetchSessionCache:
+    """The broker's fetch sessions, least recently used first."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
+
+    def begin(self, req: Any) -> tuple[ErrorCode, FetchSession | None, bool]:
+        """Resolve a fetch request against the cache: (error, session or None for a
+        sessionless fetch, whether the request is incremental)."""
+        session_id = getattr(req, "session_id", 0)
+        epoch = getattr(req, "session_epoch", FINAL_EPOCH)
+        if epoch == FINAL_EPOCH:
+            if session_id:
+                self.sessions.pop(session_id, None)
+            return ErrorCode.none, None, False
+        if epoch == INITIAL_EPOCH:
+            if session_id:
+                self.sessions.pop(session_id, None)
+            session = self._create()
+            if session is not None:
+                session.update(req)
+            return ErrorCode.none, session, False
+        session = self.sessions.get(session_id)
+        if session is None:
+            return ErrorCode.fetch_session_id_not_found, None, True
+        if epoch != session.epoch:
+            return ErrorCode.invalid_fetch_session_epoch, None, True
+        self.sessions.move_to_end(session_id)
+        session.epoch = _next_epoch(epoch)
+        session.update(req)
+        return ErrorCode.none, session, True
+
+    def _create(self) -> FetchSession | None:
+        if self.max_sessions <= 0:
+            return None  # as Kafka with no slots: a full fetch, session id 0
+        while len(self.sessions) >= self.max_sessions:
+            self.sessions.popitem(last=False)
+        session_id = random.randrange(1, 1 << 31)  # as Kafka: random, so not guessable
+        while session_id in self.sessions:
+            session_id = random.randrange(1, 1 << 31)
+        session = self.sessions[session_id] = FetchSession(session_id, _next_epoch(0))
+        return session

@@ -1,0 +1,123 @@
+"""Fetch sessions (KIP-227) without a network: the leader's cache and the follower's
+handler, on the request and response shapes kio gives them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+from kio.schema.errors import ErrorCode
+
+from broker.replica.fetch_session_handler import FetchSessionHandler
+from broker.server.handlers.fetch_session import FetchSessionCache
+
+
+def _req(session_id: int, epoch: int, parts: dict, forget=()) -> NS:
+    topics: dict[str, list] = {}
+    for (topic, p), offset in parts.items():
+        topics.setdefault(topic, []).append(
+            NS(partition=p, fetch_offset=offset, partition_max_bytes=100, current_leader_epoch=3)
+        )
+    forgotten: dict[str, list] = {}
+    for topic, p in forget:
+        forgotten.setdefault(topic, []).append(p)
+    return NS(
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[NS(topic=t, partitions=ps) for t, ps in topics.items()],
+        forgotten_topics_data=[NS(topic=t, partitions=ps) for t, ps in forgotten.items()],
+    )
+
+
+def test_cache_opens_updates_and_checks_epochs():
+    cache = FetchSessionCache()
+    error, session, incremental = cache.begin(_req(0, 0, {("t", 0): 5, ("t", 1): 7}))
+    assert (error, incremental) == (ErrorCode.none, False)
+    assert session.id > 0 and session.epoch == 1
+    assert {k: p.fetch_offset for k, p in session.partitions.items()} == {
+        ("t", 0): 5,
+        ("t", 1): 7,
+    }
+    error, same, incremental = cache.begin(_req(session.id, 1, {("t", 0): 9}, forget=[("t", 1)]))
+    assert (error, same, incremental) == (ErrorCode.none, session, True)
+    assert {k: p.fetch_offset for k, p in session.partitions.items()} == {("t", 0): 9}
+    assert session.epoch == 2
+    assert cache.begin(_req(session.id, 1, {}))[0] == ErrorCode.invalid_fetch_session_epoch
+    missing = (session.id + 1) % (1 << 31) or 1
+    assert cache.begin(_req(missing, 1, {}))[0] == ErrorCode.fetch_session_id_not_found
+    # epoch -1 closes the session it names and fetches without one
+    assert cache.begin(_req(session.id, -1, {("t", 0): 9}))[1] is None
+    assert session.id not in cache.sessions
+
+
+def test_cache_evicts_the_least_recently_used():
+    cache = FetchSessionCache(max_sessions=2)
+    a = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
+    b = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
+    cache.begin(_req(a.id, 1, {}))  # a used last: b goes first
+    c = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
+    assert set(cache.sessions) == {a.id, c.id}
+    assert cache.begin(_req(b.id, 1, {}))[0] == ErrorCode.fetch_session_id_not_found
+    assert FetchSessionCache(max_sessions=0).begin(_req(0, 0, {("t", 0): 0}))[1] is None
+
+
+def test_session_answers_only_news():
+    cache = FetchSessionCache()
+    session = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
+    sp = session.partitions[("t", 0)]
+    quiet = NS(
+        records_size=0, error_code=0, high_watermark=4, last_stable_offset=4, log_start_offset=0
+    )
+    assert sp.changed(quiet)  # never answered: news
+    sp.heard(quiet)
+    assert not sp.changed(quiet)
+    assert sp.changed(NS(**{**vars(quiet), "high_watermark": 5}))
+    assert sp.changed(NS(**{**vars(quiet), "records_size": 10}))
+    assert sp.changed(NS(**{**vars(quiet), "error_code": 6}))
+
+
+def _fields(offset: int) -> dict:
+    return {"partition": 0, "current_leader_epoch": 1, "fetch_offset": offset}
+
+
+def test_handler_sends_full_then_only_changes():
+    h = FetchSessionHandler()
+    wanted = {("t", 0): _fields(5), ("t", 1): {**_fields(7), "partition": 1}}
+    first = h.build(wanted)
+    assert (first["session_id"], first["session_epoch"]) == (0, 0)
+    assert sum(len(t["partitions"]) for t in first["topics"]) == 2
+    assert h.handle_response(NS(error_code=ErrorCode.none, session_id=42))
+    quiet = h.build(wanted)
+    assert (quiet["session_id"], quiet["session_epoch"], quiet["topics"]) == (42, 1, [])
+    h.handle_response(NS(error_code=ErrorCode.none, session_id=42))
+    moved = h.build({("t", 0): _fields(6)})  # partition 0 appended, partition 1 left
+    assert moved["session_epoch"] == 2
+    assert moved["topics"] == [{"topic": "t", "partitions": [_fields(6)]}]
+    assert moved["forgotten_topics_data"] == [{"topic": "t", "partitions": [1]}]
+    assert not h.handle_response(NS(error_code=ErrorCode.invalid_fetch_session_epoch, session_id=0))
+    again = h.build({("t", 0): _fields(6)})  # refused: start over with a full fetch
+    assert (again["session_id"], again["session_epoch"]) == (0, 0)
+    assert again["topics"] == [{"topic": "t", "partitions": [_fields(6)]}]
+
+
+def test_partitions_that_returned_records_go_last():
+    from broker.server.handlers.fetch import _news_only
+
+    cache = FetchSessionCache()
+    session = cache.begin(_req(0, 0, {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}))[1]
+
+    def answer(p: int, size: int) -> NS:
+        return NS(
+            partition=p,
+            records_size=size,
+            error_code=0,
+            high_watermark=9,
+            last_stable_offset=9,
+            log_start_offset=0,
+        )
+
+    full = _news_only(session, [("t", [answer(0, 50), answer(1, 0), answer(2, 0)])], False)
+    assert [p.partition for p in full[0][1]] == [0, 1, 2]  # a full answer names all
+    assert [sp.partition for sp in session.by_topic()[0][1]] == [1, 2, 0]
+    news = _news_only(session, [("t", [answer(1, 10), answer(2, 0), answer(0, 0)])], True)
+    assert [p.partition for p in news[0][1]] == [1]  # only partition 1 has anything new
+    assert [sp.partition for sp in session.by_topic()[0][1]] == [2, 0, 1]

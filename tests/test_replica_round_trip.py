@@ -1,0 +1,148 @@
+"""The acks=all round trip on a real 3-broker cluster (RF 3, min.insync.replicas=2).
+
+- followers parked in a fetch are woken by the leader's append: with
+  replica.fetch.wait.max.ms far above the produce timeout, acks=all produces still
+  complete (a follower that only came back at its max wait would time them out);
+- acks=all produces pipelined on one connection are all appended, in arrival order,
+  and answered in request order, also when other requests sit between them;
+- the records read back are the bytes sent, at the offsets the responses gave.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import uuid
+from collections import deque
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.protocol.messages import (
+    RequestHeader,
+    build,
+    encode_request,
+    parse_response,
+    request_schema,
+)
+from broker.protocol.records import build_batch, decode_records
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.cluster
+
+SETTINGS = {
+    # far above the 5 s produce timeout below: only the leader's wake-up makes it in time
+    "replica.fetch.wait.max.ms": "25000",
+    "replica.lag.time.max.ms": "30000",
+}
+
+
+@pytest.fixture(scope="module")
+def three(cluster_factory):
+    return cluster_factory(3, **SETTINGS)
+
+
+def _topic(three, partitions: int) -> tuple[str, dict[int, int]]:
+    """A fresh RF 3 topic; returns it and each partition's leader's port once the ISR
+    is full."""
+    name = f"rt-{uuid.uuid4().hex[:6]}"
+    w = WireClient.for_bootstrap(three.bootstrap)
+    created = w.create_topic(name, partitions, {"min.insync.replicas": "2"}, rf=3)
+    assert created.error_code == ErrorCode.none
+    w.close()
+    zk = three.zk_client()
+    leaders: dict[int, int] = {}
+    deadline = time.time() + 60
+    while len(leaders) < partitions and time.time() < deadline:
+        for p in range(partitions):
+            path = f"/brokers/topics/{name}/partitions/{p}/state"
+            if zk.exists(path):
+                state = json.loads(zk.get(path)[0])
+                if len(state["isr"]) == 3 and state["leader"] >= 0:
+                    leaders[p] = three.broker(state["leader"]).port
+        time.sleep(0.1)
+    assert len(leaders) == partitions, "the topic's partitions never got a full ISR"
+    return name, leaders
+
+
+def _batch(values: list[bytes]) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([(None, v, [], now) for v in values])
+
+
+def _produce_frame(correlation: int, topic: str, partition: int, records: bytes) -> bytes:
+    body = {
+        "acks": -1,
+        "timeout": 5000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+        ],
+    }
+    return encode_request(
+        RequestHeader(0, 9, correlation, "round-trip"), build(request_schema(0, 9), body)
+    )
+
+
+def _read_back(port: int, topic: str, partition: int, end: int) -> list[tuple[int, bytes]]:
+    w = WireClient("127.0.0.1", port)
+    out: list[tuple[int, bytes]] = []
+    while not out or out[-1][0] < end - 1:
+        p = w.fetch(topic, partition, out[-1][0] + 1 if out else 0)
+        assert p.error_code == ErrorCode.none
+        got = [(r.offset, r.value) for r in decode_records(bytes(p.records or b""))]
+        assert got, f"no records at {out[-1][0] + 1 if out else 0} below HW {p.high_watermark}"
+        out += [(o, v) for o, v in got if not out or o > out[-1][0]]
+    w.close()
+    return out
+
+
+def test_acks_all_completes_while_followers_would_wait_long(three):
+    topic, leaders = _topic(three, 1)
+    w = WireClient("127.0.0.1", leaders[0])
+    for i in range(20):
+        r = w.produce(topic, 0, _batch([b"v%d" % i]), acks=-1)
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, i)
+    high = w.list_offset(topic, 0, -1)
+    w.close()
+    assert high.offset == 20  # the high watermark covers every acknowledged record
+    assert _read_back(leaders[0], topic, 0, 20) == [(i, b"v%d" % i) for i in range(20)]
+
+
+def test_pipelined_acks_all_produces_answer_in_order(three):
+    topic, leaders = _topic(three, 2)
+    port = leaders[0]
+    parts = [p for p in (0, 1) if leaders[p] == port]  # what this broker leads of the two
+    frames: list[bytes] = []
+    expected: list[tuple[int, int]] = []  # (api key, partition) per correlation id
+    sent: dict[int, list[bytes]] = {p: [] for p in parts}
+    batches: dict[int, deque[int]] = {p: deque() for p in parts}
+    for i in range(60):
+        p = parts[i % len(parts)]
+        values = [b"%d-%d-%d" % (p, i, k) for k in range(1 + i % 3)]
+        sent[p] += values
+        batches[p].append(len(values))
+        expected.append((0, p))
+        frames.append(_produce_frame(len(expected), topic, p, _batch(values)))
+        if i % 20 == 10:  # another API between the produces: its answer must wait its turn
+            expected.append((18, -1))
+            header = RequestHeader(18, 3, len(expected), "round-trip")
+            frames.append(encode_request(header, build(request_schema(18, 3), {})))
+    w = WireClient("127.0.0.1", port)
+    w.send_raw(b"".join(frames))  # all at once: the broker sees them pipelined
+    next_offset = dict.fromkeys(parts, 0)
+    for correlation, (api_key, partition) in enumerate(expected, start=1):
+        frame = w.read_frame()
+        assert struct.unpack_from(">i", frame)[0] == correlation, "a response out of order"
+        if api_key == 18:
+            continue
+        _corr, resp = parse_response(0, 9, frame)
+        (pr,) = resp.responses[0].partition_responses
+        assert pr.index == partition
+        assert pr.error_code == ErrorCode.none, pr.error_message
+        assert pr.base_offset == next_offset[partition]  # appended in arrival order
+        next_offset[partition] += batches[partition].popleft()
+    w.close()
+    for p in parts:
+        assert next_offset[p] == len(sent[p])
+        assert _read_back(port, topic, p, len(sent[p])) == list(enumerate(sent[p]))
