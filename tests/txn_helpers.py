@@ -30,10 +30,17 @@ def txn_producer(bootstrap: str, txn_id: str, **config) -> Producer:
 
 
 def read_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str, idle_s: float = 3.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    idle_s: float = 3.0,
+    first_wait_s: float = 20.0,
 ) -> list[bytes]:
     """Every record value the partitions return under ``isolation`` (read_committed or
-    read_uncommitted), reading from the start until nothing new comes for ``idle_s``."""
+    read_uncommitted), reading from the start until nothing new comes for ``idle_s``;
+    before the first record that wait is ``first_wait_s`` (a loaded machine, or a client
+    still finding the leaders after a broker died, can take seconds to fetch at all)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -47,7 +54,7 @@ def read_all(
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         values: list[bytes] = []
         last = time.monotonic()
-        while time.monotonic() - last < idle_s:
+        while time.monotonic() - last < (idle_s if values else max(idle_s, first_wait_s)):
             msg = c.poll(0.2)
             if msg is None or msg.error():
                 continue
