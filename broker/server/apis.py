@@ -227,6 +227,7 @@ class KafkaApis:
         header, request = parse_request(frame)
         request_context.set_client(conn.peer)
         request_context.listener_name.set(conn.listener)
+        request_context.principal.set(conn.principal)
         request_context.throttle_ms.set(0)
         if api_key == 0:
             produce_throttle(self.server.quotas, header.client_id, len(frame))

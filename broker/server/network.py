@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..protocol.messages import ProtocolError
+from ..security.principal import ANONYMOUS
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: SocketServer, ip: str = "?", listener: str = "PLAINTEXT") -> None:
         self.server = server
         self.listener = listener  # the listener's name: metadata answers with its endpoints
+        self.principal = ANONYMOUS  # replaced by the user a SASL exchange authenticates
         self.transport: asyncio.Transport | None = None
         self.ip = ip
         self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
+from ..security.principal import ANONYMOUS, KafkaPrincipal
+
 #: the client's address as Kafka shows it in group descriptions: "/127.0.0.1"
 client_host: ContextVar[str] = ContextVar("client_host", default="")
 
@@ -26,3 +28,8 @@ throttle_ms: ContextVar[int] = ContextVar("throttle_ms", default=0)
 #: the name of the listener the request came in on (Kafka's ListenerName): Metadata and
 #: FindCoordinator answer with the brokers' endpoints on that listener
 listener_name: ContextVar[str] = ContextVar("listener_name", default="PLAINTEXT")
+
+
+#: who sent the current request: ``User:ANONYMOUS`` until the connection authenticates
+#: (SASL or a TLS client certificate); ACLs and user quotas match on it
+principal: ContextVar[KafkaPrincipal] = ContextVar("principal", default=ANONYMOUS)
