@@ -9,6 +9,10 @@ STACK := $(PY) -m quill_stack
 ifdef BROKERS
 export QUILL_BROKERS := $(BROKERS)
 endif
+# make up SECURE=1  ->  QUILL_SECURITY=sasl_ssl (SASL_SSL, SCRAM-SHA-512, ACLs: README)
+ifeq ($(SECURE),1)
+export QUILL_SECURITY := sasl_ssl
+endif
 
 PYTEST_FLAGS ?= -p no:cacheprovider -ra --durations=15 --strict-markers
 ARGS ?=
@@ -19,7 +23,8 @@ ARGS ?=
 help:
 	@echo "make run      install, then run the whole stack in the foreground (Ctrl-C stops it)"
 	@echo "make test     install, then run the whole test suite"
-	@echo "make up       start the stack in the background (BROKERS=1 for one broker)"
+	@echo "make up       start the stack in the background (BROKERS=1 for one broker,"
+	@echo "              SECURE=1 for SASL_SSL with ACLs and an admin user)"
 	@echo "make down     stop it;  make status | make logs [ARGS='-f broker-1']"
 	@echo "make lint     ruff check + format check"
 	@echo "make compose-up | compose-down | compose-clean   the stack in containers (README)"

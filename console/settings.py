@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 from console.channel_layer import channel_layers
+from quill_stack.client_security import librdkafka_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -57,6 +58,9 @@ CSRF_TRUSTED_ORIGINS = env_list("QUILL_CSRF_TRUSTED_ORIGINS", "")
 
 # The cluster the console operates, and the Redis that carries channels and Celery.
 QUILL_BOOTSTRAP_SERVERS = env("QUILL_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+# Its credentials: QUILL_CLIENT_CONFIG / QUILL_SECURITY_PROTOCOL, QUILL_SASL_* ... as
+# client properties ({} for plaintext); every Kafka client of the console merges them.
+QUILL_CLIENT_SECURITY = librdkafka_config()
 QUILL_ZOOKEEPER_CONNECT = env("QUILL_ZOOKEEPER_CONNECT", "127.0.0.1:2181")
 QUILL_REDIS_URL = env("QUILL_REDIS_URL", "redis://127.0.0.1:6379/0")
 # The most partitions a topic may get from the console or its API (create or grow).

@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from quill_stack.client_security import librdkafka_config
+
 EARLIEST = -2  # Kafka's ListOffsets sentinels, as Spark's JSON offsets use them
 LATEST = -1
 
@@ -166,7 +168,8 @@ def _kafka_settings(opts: dict[str, str]) -> tuple[str, dict]:
             "Option 'kafka.bootstrap.servers' must be set, e.g. "
             ".option('kafka.bootstrap.servers', 'host1:9092,host2:9092')."
         )
-    extra = {
+    extra = librdkafka_config()  # the environment's credentials; kafka.* options win
+    extra |= {
         k[len("kafka.") :]: v
         for k, v in opts.items()
         if k.startswith("kafka.") and k != "kafka.bootstrap.servers"

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from quill_stack import state
+from quill_stack import secure, state
 from quill_stack.logs import follow, log_files, print_tails
 from quill_stack.restart import request_restart
 from quill_stack.services import PROJECT_ROOT, ConfigError, StackConfig, build_stack
@@ -46,6 +46,7 @@ def config_env(cfg: StackConfig) -> dict[str, str]:
         "QUILL_CONSOLE_PORT": str(cfg.console_port),
         "QUILL_METRICS_BASE_PORT": str(cfg.metrics_base_port),
         "QUILL_SERVICES": ",".join(cfg.services),
+        "QUILL_SECURITY": cfg.security,
     }
 
 
@@ -278,7 +279,7 @@ def print_status(state_dir: Path, status: dict) -> bool:
     if "console" in names:
         print(f"console: http://localhost:{cfg.console_port}/")
     if "broker" in names:
-        print(f"bootstrap servers: {cfg.bootstrap}")
+        print(f"bootstrap servers: {cfg.bootstrap}{secure.client_hint(cfg)}")
     return healthy
 
 

@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import socket
+import ssl
 import struct
 import sys
 from http.client import HTTPConnection, HTTPException
@@ -20,8 +21,14 @@ Health = tuple[bool, str]
 API_VERSIONS_KEY = 18
 
 
-def _exchange(host: str, port: int, payload: bytes, timeout: float, want: int) -> bytes:
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+def _exchange(
+    host: str, port: int, payload: bytes, timeout: float, want: int, ca: str | None = None
+) -> bytes:
+    """Send `payload`, read `want` bytes; through TLS verified against `ca` when given."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        if ca:  # wrap_socket takes over the plain socket's descriptor
+            sock = ssl.create_default_context(cafile=ca).wrap_socket(sock, server_hostname=host)
         sock.sendall(payload)
         data = b""
         while len(data) < want:
@@ -30,6 +37,8 @@ def _exchange(host: str, port: int, payload: bytes, timeout: float, want: int) -
                 break
             data += chunk
         return data
+    finally:
+        sock.close()
 
 
 def zk_command(host: str, port: int, command: str, timeout: float = 2.0) -> str:
@@ -69,11 +78,14 @@ def api_versions_request(correlation_id: int, client_id: bytes = b"quill-health"
     return struct.pack(">i", len(body)) + body
 
 
-def api_versions(host: str, port: int, timeout: float = 2.0) -> Health:
-    """True when the port answers an ApiVersions v0 request with our correlation id."""
+def api_versions(host: str, port: int, timeout: float = 2.0, ca: str | None = None) -> Health:
+    """True when the port answers an ApiVersions v0 request with our correlation id; on a
+    TLS listener (`ca`: the CA to verify it) ApiVersions is answered before SASL, as in
+    Kafka."""
     correlation_id = 0x5157494C  # "QWIL"
+    request = api_versions_request(correlation_id)
     try:
-        reply = _exchange(host, port, api_versions_request(correlation_id), timeout, want=10)
+        reply = _exchange(host, port, request, timeout, want=10, ca=ca)
     except OSError as exc:
         return False, f"ApiVersions: {exc}"
     if len(reply) < 10:
@@ -129,8 +141,10 @@ def broker(
     zk_connect: str,
     since: float | None = None,
     timeout: float = 3.0,
+    ca: str | None = None,
 ) -> Health:
-    """Registered at /brokers/ids/<id> in ZooKeeper AND answering ApiVersions.
+    """Registered at /brokers/ids/<id> in ZooKeeper AND answering ApiVersions (over TLS
+    verified against `ca` when given).
 
     With `since` (a process start time), a registration older than that, left by a
     killed predecessor whose ZooKeeper session has not expired yet, does not count.
@@ -143,7 +157,7 @@ def broker(
         return False, f"not registered at /brokers/ids/{broker_id}"
     if since is not None and found[1] < since - 1.0:
         return False, f"/brokers/ids/{broker_id} is a previous process's registration"
-    return api_versions(host, port, timeout)
+    return api_versions(host, port, timeout, ca)
 
 
 def http_ok(host: str, port: int, path: str = "/healthz", timeout: float = 3.0) -> Health:
@@ -185,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-id", type=int)
     parser.add_argument("--zookeeper", help="zookeeper.connect, for kind=broker")
     parser.add_argument("--redis-url", help="for kind=worker")
+    parser.add_argument("--ssl-ca", help="kind=broker on a TLS listener: the CA to verify it")
     parser.add_argument("--node", default="quill-worker@" + socket.gethostname())
     args = parser.parse_args(argv)
     if args.kind == "zookeeper":
@@ -192,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kind == "redis":
         ok, detail = redis(args.host, args.port or 6379)
     elif args.kind == "broker":
-        ok, detail = broker(args.host, args.port or 9092, args.broker_id, args.zookeeper)
+        ok, detail = broker(
+            args.host, args.port or 9092, args.broker_id, args.zookeeper, ca=args.ssl_ca
+        )
     elif args.kind == "http":
         ok, detail = http_ok(args.host, args.port or 8000)
     else:

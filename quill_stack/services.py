@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from quill_stack import health
+from quill_stack import health, secure
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -381,6 +381,13 @@ def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
+def _security(env: Mapping[str, str]) -> str:
+    try:
+        return secure.check_mode(env.get("QUILL_SECURITY", ""))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """What `quill-stack` runs; every field has a QUILL_ env var (see README)."""
@@ -394,6 +401,7 @@ class StackConfig:
     console_port: int = 8000
     services: tuple[str, ...] = ()  # empty: all
     metrics_base_port: int = 9404  # broker N serves /metrics on base + N - 1; 0: none
+    security: str = secure.PLAINTEXT  # or secure.SASL_SSL (quill_stack/secure.py)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -410,6 +418,7 @@ class StackConfig:
             console_port=_env_int(env, "QUILL_CONSOLE_PORT", 8000, 1, 65535),
             services=services,
             metrics_base_port=_env_int(env, "QUILL_METRICS_BASE_PORT", 9404, 0, 65535),
+            security=_security(env),
         )
 
     def to_json(self) -> dict:
@@ -445,27 +454,35 @@ def metrics_overrides(base_port: int, index: int) -> dict[str, int]:
     return {"quill.metrics.port": base_port + index} if base_port else {}
 
 
+def secure_broker(spec: ServiceSpec, broker_id: int, cfg: StackConfig) -> None:
+    """A SASL_SSL broker: the stack's SCRAM users in ZooKeeper before it starts, and
+    its health checked over TLS."""
+    users = [PYTHON, "-m", "quill_stack.secure", "users", "--state-dir", str(cfg.state_dir)]
+    spec.pre_start.append([*users, "--zookeeper", cfg.zk_connect])
+    ca, host, port, zk = str(secure.ca_path(cfg.state_dir)), spec.host, spec.port, cfg.zk_connect
+    spec.check = lambda since=None: health.broker(host, port, broker_id, zk, since, ca=ca)
+
+
 def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
     """Every process of the stack, in start order (see ServiceSpec.group)."""
     state = cfg.state_dir
     settings = app_env(state, cfg.redis_url, cfg.zk_connect, cfg.bootstrap)
     settings["QUILL_METRICS_BASE_PORT"] = str(cfg.metrics_base_port)
+    if cfg.security == secure.SASL_SSL:
+        settings.update(secure.app_env(state))
     specs = [
         zookeeper_spec(state, cfg.zk_port, cfg.host),
         redis_spec(state, cfg.redis_port, cfg.host),
     ]
     for index in range(cfg.brokers):
-        specs.append(
-            broker_spec(
-                state,
-                broker_id=index + 1,
-                port=cfg.broker_base_port + index,
-                zk_connect=cfg.zk_connect,
-                n_brokers=cfg.brokers,
-                host=cfg.host,
-                overrides=metrics_overrides(cfg.metrics_base_port, index),
-            )
-        )
+        port = cfg.broker_base_port + index
+        overrides = metrics_overrides(cfg.metrics_base_port, index)
+        if cfg.security == secure.SASL_SSL:
+            overrides.update(secure.broker_overrides(state, f"broker-{index + 1}", cfg.host, port))
+        spec = broker_spec(state, index + 1, port, cfg.zk_connect, cfg.brokers, cfg.host, overrides)
+        if cfg.security == secure.SASL_SSL:
+            secure_broker(spec, index + 1, cfg)
+        specs.append(spec)
     specs.append(worker_spec(state, settings))
     specs.append(console_spec(state, settings, cfg.console_port, cfg.host))
     if monitor_available():

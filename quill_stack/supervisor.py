@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from quill_stack import state
+from quill_stack import secure, state
 from quill_stack.ports import port_holder, port_in_use
 from quill_stack.process import ManagedProcess, StartError, describe_exit, stamp
 from quill_stack.restart import RestartRequests
@@ -223,7 +223,7 @@ class Supervisor:
             if entry.proc.spec.kind == "console":
                 self.log(f"console: http://localhost:{entry.proc.spec.port}/")
         if any(e.proc.spec.kind == "broker" for e in self.entries):
-            self.log(f"bootstrap servers: {self.cfg.bootstrap}")
+            self.log(f"bootstrap servers: {self.cfg.bootstrap}{secure.client_hint(self.cfg)}")
 
     def _supervise(self) -> None:
         last_write = 0.0

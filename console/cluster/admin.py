@@ -60,6 +60,7 @@ def client() -> AdminClient:
                     "client.id": "quill-console",
                     "socket.timeout.ms": 8000,
                     "logger": RDKAFKA_LOG,
+                    **settings.QUILL_CLIENT_SECURITY,
                 }
             )
             _admin_for = settings.QUILL_BOOTSTRAP_SERVERS

@@ -32,6 +32,7 @@ def _new_consumer() -> Consumer:
             "fetch.wait.max.ms": 50,
             "socket.timeout.ms": 8000,
             "logger": RDKAFKA_LOG,
+            **settings.QUILL_CLIENT_SECURITY,
         }
     )
 
@@ -105,6 +106,7 @@ def _new_producer() -> Producer:
             "linger.ms": 0,
             "message.timeout.ms": 10000,
             "logger": RDKAFKA_LOG,
+            **settings.QUILL_CLIENT_SECURITY,
         }
     )
 

@@ -4,7 +4,8 @@ librdkafka routes ListOffsets to leaders and has no DescribeLogDirs, and the con
 needs both per broker: the log-end offsets each leader reports and the size of every
 replica on every broker. A BrokerSocket is a plain blocking socket speaking frames made
 by broker.protocol.messages (pure codecs over kio); one per broker, reused, reopened
-after an error.
+after an error; through TLS and SASL when the environment's client config asks
+(quill_stack.client_socket).
 
 The monitor asks each broker for the offsets of every partition every second, so a
 request is a `Call`: its frame is encoded once and kept (only the correlation id
@@ -31,6 +32,7 @@ from broker.protocol.messages import (
     parse_response,
     request_schema,
 )
+from quill_stack import client_socket
 
 LIST_OFFSETS, DESCRIBE_LOG_DIRS = 2, 35
 LIST_OFFSETS_V, DESCRIBE_LOG_DIRS_V = 7, 4
@@ -97,7 +99,7 @@ class BrokerSocket:
         with self.lock:
             try:
                 if self.sock is None:
-                    self.sock = socket.create_connection(self.address, timeout=TIMEOUT_S)
+                    self.sock = client_socket.connect(self.address, TIMEOUT_S)
                 ids = []
                 for call in calls:
                     frame = bytearray(call.frame)

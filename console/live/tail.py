@@ -67,6 +67,7 @@ class Tail:
                 "fetch.wait.max.ms": 100,
                 "socket.timeout.ms": 8000,
                 "logger": RDKAFKA_LOG,
+                **settings.QUILL_CLIENT_SECURITY,
             }
         )
         try:

@@ -9,6 +9,8 @@ import signal
 import sys
 import time
 
+from quill_stack.client_security import librdkafka_config
+
 DEFAULT_BOOTSTRAP = os.environ.get("QUILL_BOOTSTRAP_SERVERS", "localhost:9092")
 
 
@@ -71,7 +73,7 @@ def ensure_topic(bootstrap: str, name: str, partitions: int, config: dict | None
     """Create `name` unless it exists (with `config`, e.g. cleanup.policy=compact)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **librdkafka_config()})
     md = admin.list_topics(timeout=30)
     if name in md.topics:
         return

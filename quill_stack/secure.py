@@ -1,0 +1,178 @@
+"""The secure stack: ``quill-stack up`` with ``QUILL_SECURITY=sasl_ssl`` (``make up SECURE=1``).
+
+Each broker port is one SASL_SSL listener (SCRAM-SHA-512), also the inter-broker
+listener, as Kafka's security guide sets up a cluster: brokers authenticate to each
+other as the SCRAM user ``broker``. The authorizer is on with
+``allow.everyone.if.no.acl.found=false``; ``super.users`` are the brokers' user and the
+operator's ``admin``. What it writes under the state dir:
+
+- ``tls/``: the CA and one PEM keystore per broker (quill_stack.tls);
+- ``secrets/<user>.password``: the SCRAM users' passwords, made once (mode 0600);
+- ``/config/users/admin`` and ``/config/users/broker`` in ZooKeeper, in Kafka's stored
+  form, before the brokers start, as ``kafka-configs --zookeeper --alter --add-config
+  'SCRAM-SHA-512=[password=...]'`` wrote them (``python -m quill_stack.secure users``, a
+  broker's pre-start step);
+- ``client-admin.properties``: the admin's client properties, for ``--command-config``
+  and for the console, worker and monitor (``QUILL_CLIENT_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import socket
+import sys
+from pathlib import Path
+
+from broker.security.scram_credentials import ScramCredential, credentials_in
+from quill_stack.tls import ensure_ca, ensure_server_cert, write_private
+
+PLAINTEXT, SASL_SSL = "plaintext", "sasl_ssl"
+MODES = (PLAINTEXT, SASL_SSL)
+MECHANISM = "SCRAM-SHA-512"
+LISTENER = "SASL_SSL"
+BROKER_USER, ADMIN_USER = "broker", "admin"
+USERS = (BROKER_USER, ADMIN_USER)
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def check_mode(mode: str) -> str:
+    mode = (mode or PLAINTEXT).strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"QUILL_SECURITY must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def tls_dir(state_dir: Path) -> Path:
+    return state_dir / "tls"
+
+
+def ca_path(state_dir: Path) -> Path:
+    return tls_dir(state_dir) / "ca.crt"
+
+
+def admin_properties_path(state_dir: Path) -> Path:
+    return state_dir / "client-admin.properties"
+
+
+def password(state_dir: Path, user: str) -> str:
+    """The user's password, made the first time and kept under secrets/."""
+    path = state_dir / "secrets" / f"{user}.password"
+    if not path.exists():
+        write_private(path, secrets.token_urlsafe(24).encode())
+    return path.read_text().strip()
+
+
+def jaas_config(user: str, secret: str) -> str:
+    """Kafka's ScramLoginModule line for a client (here: a broker towards its peers)."""
+    return f'{SCRAM_LOGIN_MODULE} required username="{user}" password="{secret}";'
+
+
+def cert_hosts(host: str, name: str) -> list[str]:
+    """What a client may dial to reach this broker: the listener's host, the loopback
+    names, the machine's names (a wildcard listener is advertised as the fqdn), and the
+    container name."""
+    return [host, "localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn(), name]
+
+
+def broker_overrides(state_dir: Path, name: str, host: str, port: int) -> dict[str, str]:
+    """server.properties keys of one broker of the secure stack."""
+    advertised = socket.getfqdn() if host in ("0.0.0.0", "::") else host
+    keystore = ensure_server_cert(tls_dir(state_dir), name, cert_hosts(host, name))
+    prefix = f"listener.name.{LISTENER.lower()}.{MECHANISM.lower()}"
+    return {
+        "listeners": f"{LISTENER}://{host}:{port}",
+        "advertised.listeners": f"{LISTENER}://{advertised}:{port}",
+        "listener.security.protocol.map": f"{LISTENER}:{LISTENER}",
+        "inter.broker.listener.name": LISTENER,
+        "sasl.enabled.mechanisms": MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": MECHANISM,
+        f"{prefix}.sasl.jaas.config": jaas_config(BROKER_USER, password(state_dir, BROKER_USER)),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_path(state_dir)),
+        "ssl.client.auth": "none",
+        "authorizer.class.name": AUTHORIZER,
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": ";".join(f"User:{u}" for u in USERS),
+    }
+
+
+def admin_client_properties(state_dir: Path) -> dict[str, str]:
+    ensure_ca(tls_dir(state_dir))
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": ADMIN_USER,
+        "sasl.password": password(state_dir, ADMIN_USER),
+        "ssl.ca.location": str(ca_path(state_dir)),
+    }
+
+
+def write_admin_properties(state_dir: Path) -> Path:
+    """``client-admin.properties`` (mode 0600: it holds the admin's password)."""
+    props = admin_client_properties(state_dir)
+    text = "# the stack's admin user: --command-config for every quill-* tool\n"
+    text += "".join(f"{k}={v}\n" for k, v in props.items())
+    path = admin_properties_path(state_dir)
+    write_private(path, text.encode())
+    return path
+
+
+def client_hint(cfg) -> str:
+    """What to add after the bootstrap servers when telling people how to connect."""
+    if cfg.security != SASL_SSL:
+        return ""
+    return f" (SASL_SSL: --command-config {admin_properties_path(cfg.state_dir)})"
+
+
+def app_env(state_dir: Path) -> dict[str, str]:
+    """What the console, worker and monitor get: the admin's client properties."""
+    return {"QUILL_CLIENT_CONFIG": str(write_admin_properties(state_dir))}
+
+
+def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
+    """Write each stack user's SCRAM-SHA-512 credential to ``/config/users/<user>``
+    unless the one there already matches its password (other keys, e.g. quotas, stay).
+    Returns the users written."""
+    from broker.zk.client import KafkaZkClient
+
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    written = []
+    try:
+        for user in USERS:
+            secret = password(state_dir, user)
+            config = zk.get_entity_config("users", user)
+            current = credentials_in(config).get(MECHANISM)
+            if current is not None and current == ScramCredential.from_password(
+                MECHANISM, secret, current.iterations, current.salt
+            ):
+                continue
+            config[MECHANISM] = ScramCredential.from_password(MECHANISM, secret).to_config_value()
+            zk.set_entity_config("users", user, config)
+            written.append(user)
+    finally:
+        zk.close()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m quill_stack.secure",
+        description="create the secure stack's SCRAM users in ZooKeeper (a broker pre-start step)",
+    )
+    parser.add_argument("command", choices=["users"])
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
+    args = parser.parse_args(argv)
+    written = ensure_scram_users(args.state_dir, args.zookeeper)
+    users = ", ".join(written) or "none (already there)"
+    print(f"SCRAM users written to /config/users: {users}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
