@@ -19,6 +19,7 @@ operator's ``admin``. What it writes under the state dir:
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import socket
 import sys
@@ -76,19 +77,17 @@ def cert_hosts(host: str, name: str) -> list[str]:
     return [host, "localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn(), name]
 
 
-def broker_overrides(state_dir: Path, name: str, host: str, port: int) -> dict[str, str]:
-    """server.properties keys of one broker of the secure stack."""
-    advertised = socket.getfqdn() if host in ("0.0.0.0", "::") else host
-    keystore = ensure_server_cert(tls_dir(state_dir), name, cert_hosts(host, name))
-    prefix = f"listener.name.{LISTENER.lower()}.{MECHANISM.lower()}"
-    return {
-        "listeners": f"{LISTENER}://{host}:{port}",
-        "advertised.listeners": f"{LISTENER}://{advertised}:{port}",
-        "listener.security.protocol.map": f"{LISTENER}:{LISTENER}",
-        "inter.broker.listener.name": LISTENER,
+def security_properties(state_dir: Path, keystore: Path, listeners: list[str]) -> dict[str, str]:
+    """The SASL (SCRAM-SHA-512), TLS and authorizer keys shared by every secure broker;
+    each SASL listener gets its JAAS line, as Kafka wants one per SASL listener."""
+    jaas = jaas_config(BROKER_USER, password(state_dir, BROKER_USER))
+    props = {
         "sasl.enabled.mechanisms": MECHANISM,
         "sasl.mechanism.inter.broker.protocol": MECHANISM,
-        f"{prefix}.sasl.jaas.config": jaas_config(BROKER_USER, password(state_dir, BROKER_USER)),
+    }
+    for listener in listeners:
+        props[f"listener.name.{listener.lower()}.{MECHANISM.lower()}.sasl.jaas.config"] = jaas
+    return props | {
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
         "ssl.truststore.type": "PEM",
@@ -97,6 +96,20 @@ def broker_overrides(state_dir: Path, name: str, host: str, port: int) -> dict[s
         "authorizer.class.name": AUTHORIZER,
         "allow.everyone.if.no.acl.found": "false",
         "super.users": ";".join(f"User:{u}" for u in USERS),
+    }
+
+
+def broker_overrides(state_dir: Path, name: str, host: str, port: int) -> dict[str, str]:
+    """server.properties keys of one broker of the secure stack: one SASL_SSL listener,
+    for clients and for the other brokers."""
+    advertised = socket.getfqdn() if host in ("0.0.0.0", "::") else host
+    keystore = ensure_server_cert(tls_dir(state_dir), name, cert_hosts(host, name))
+    return {
+        "listeners": f"{LISTENER}://{host}:{port}",
+        "advertised.listeners": f"{LISTENER}://{advertised}:{port}",
+        "listener.security.protocol.map": f"{LISTENER}:{LISTENER}",
+        "inter.broker.listener.name": LISTENER,
+        **security_properties(state_dir, keystore, [LISTENER]),
     }
 
 
@@ -115,7 +128,7 @@ def write_admin_properties(state_dir: Path) -> Path:
     """``client-admin.properties`` (mode 0600: it holds the admin's password)."""
     props = admin_client_properties(state_dir)
     text = "# the stack's admin user: --command-config for every quill-* tool\n"
-    text += "".join(f"{k}={v}\n" for k, v in props.items())
+    text += properties(props)
     path = admin_properties_path(state_dir)
     write_private(path, text.encode())
     return path
@@ -159,15 +172,54 @@ def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
     return written
 
 
+COMPOSE_LISTENERS = ["INTERNAL", "EXTERNAL"]  # docker-compose.yml's two listeners
+
+
+def compose_init(config_dir: Path, brokers: int, zk_connect: str, hosts: list[str]) -> None:
+    """What the compose secure profile's `secure-init` container makes in its volume
+    before the brokers start: the CA, one keystore naming every broker container and the
+    host's names, ``broker.properties`` (the security keys no env var can carry: a JAAS
+    line per listener), ``client-admin.properties``, and the SCRAM users in ZooKeeper."""
+    names = [f"broker-{i}" for i in range(1, brokers + 1)] + ["localhost", "127.0.0.1", *hosts]
+    keystore = ensure_server_cert(tls_dir(config_dir), "broker", names)
+    props = security_properties(config_dir, keystore, COMPOSE_LISTENERS)
+    text = "# the compose secure profile's broker security settings (quill_stack.secure)\n"
+    write_private(config_dir / "broker.properties", (text + properties(props)).encode())
+    write_admin_properties(config_dir)
+    ensure_scram_users(config_dir, zk_connect)
+
+
+def properties(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _chown_tree(root: Path, owner: str) -> None:
+    import pwd
+
+    entry = pwd.getpwnam(owner)
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m quill_stack.secure",
-        description="create the secure stack's SCRAM users in ZooKeeper (a broker pre-start step)",
+        description="the secure stack's SCRAM users in ZooKeeper (a broker pre-start step), "
+        "or everything the compose secure profile needs (compose-init)",
     )
-    parser.add_argument("command", choices=["users"])
+    parser.add_argument("command", choices=["users", "compose-init"])
     parser.add_argument("--state-dir", required=True, type=Path)
     parser.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
+    parser.add_argument("--brokers", type=int, default=3, help="compose-init: broker-1..N")
+    parser.add_argument("--host", action="append", default=[], help="compose-init: more names")
+    parser.add_argument("--owner", help="compose-init: the user that owns the files")
     args = parser.parse_args(argv)
+    if args.command == "compose-init":
+        compose_init(args.state_dir, args.brokers, args.zookeeper, args.host)
+        if args.owner:
+            _chown_tree(args.state_dir, args.owner)
+        print(f"secure config in {args.state_dir}; SCRAM users in ZooKeeper", file=sys.stderr)
+        return 0
     written = ensure_scram_users(args.state_dir, args.zookeeper)
     users = ", ".join(written) or "none (already there)"
     print(f"SCRAM users written to /config/users: {users}", file=sys.stderr)

@@ -6,11 +6,18 @@
 #   scripts/compose.sh down     stop and remove the containers; the volumes (data) stay
 #   scripts/compose.sh clean    the same and delete the volumes: the next up starts clean
 # Extra arguments go to docker-compose (e.g. `up --profile pipeline` is COMPOSE_PROFILES=pipeline).
+# QUILL_SECURITY=sasl_ssl (make compose-up SECURE=1) adds docker-compose.secure.yml: SASL_SSL
+# and ACLs; `up` then copies the CA and the admin's client properties to .state/compose-secure/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf 'compose: %s\n' "$*" >&2; }
-compose() { docker-compose "$@"; }
+COMPOSE_FILES=(-f docker-compose.yml)
+# down and clean name it always, so that they also remove what the secure profile added
+if [ "${QUILL_SECURITY:-plaintext}" = sasl_ssl ] || [[ "${1:-up}" =~ ^(down|clean)$ ]]; then
+    COMPOSE_FILES+=(-f docker-compose.secure.yml)
+fi
+compose() { docker-compose "${COMPOSE_FILES[@]}" "$@"; }
 
 scripts/docker-engine.sh
 export QUILL_BASE_IMAGE="${QUILL_BASE_IMAGE:-$(scripts/base-image.sh)}"
@@ -23,8 +30,9 @@ wait_healthy() {
         waiting=()
         ids=$(compose ps -q)
         for id in $ids; do
-            state=$(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}}' "$id")
-            case "$state" in *" running healthy") ;; *) waiting+=("${state#/}") ;; esac
+            state=$(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}} {{.State.ExitCode}}' "$id")
+            # a one-shot (the secure profile's secure-init) is done when it exited 0
+            case "$state" in *" running healthy "*) ;; *" exited healthy 0") ;; *) waiting+=("${state#/}") ;; esac
         done
         [ -n "$ids" ] && [ ${#waiting[@]} -eq 0 ] && return 0
         if ((SECONDS > deadline)); then
@@ -49,6 +57,14 @@ up)
     compose up -d "$@"
     wait_healthy
     compose logs --no-color console | grep -B 1 -A 3 "first admin login" | sed 's/^[^|]*| //' || true
+    if [ "${QUILL_SECURITY:-plaintext}" = sasl_ssl ]; then
+        out=.state/compose-secure
+        mkdir -p "$out"
+        compose exec -T console cat /etc/quill/secure/tls/ca.crt >"$out/ca.crt"
+        (umask 077 && compose exec -T console cat /etc/quill/secure/client-admin.properties |
+            sed "s|^ssl.ca.location=.*|ssl.ca.location=$PWD/$out/ca.crt|" >"$out/client-admin.properties")
+        say "SASL_SSL: clients on the host use --command-config $out/client-admin.properties"
+    fi
     say "healthy: kcat -b localhost:${QUILL_BROKER_1_PORT:-9092} -L; console http://localhost:${QUILL_CONSOLE_PORT:-8000}/"
     ;;
 down)
