@@ -166,6 +166,8 @@ GATES: dict[int, Callable] = {
     46: _cluster(Op.DESCRIBE),  # ListPartitionReassignments
     48: _cluster(Op.DESCRIBE_CONFIGS),  # DescribeClientQuotas
     49: _cluster(Op.ALTER_CONFIGS),  # AlterClientQuotas
+    50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
+    51: _cluster(Op.ALTER),  # AlterUserScramCredentials
 }
 
 
@@ -241,6 +243,11 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
             "error_code",
         )
         body.update(_parts(req.topic_partitions, "topic", "partitions", None, resp, code))
+    elif api_key == 51:
+        users = dict.fromkeys(u.name for u in (*req.deletions, *req.upsertions))
+        body["results"] = [
+            {"user": u, "error_code": code, "error_message": _MESSAGES[code]} for u in users
+        ]
     elif api_key == 49:
         body["entries"] = [
             {
