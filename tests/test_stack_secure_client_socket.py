@@ -1,0 +1,99 @@
+"""The console's protocol socket (console/cluster/wire.py through
+quill_stack.client_socket) on a real broker's SASL_PLAINTEXT listener: the SCRAM-SHA-512
+credentials that `python -m quill_stack.secure users` writes for the stack's admin log in,
+ListOffsets then answers as on the plaintext listener; PLAIN works too; a wrong password
+and a mechanism the listener does not offer are refused with the broker's words."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from console.cluster import wire
+from quill_stack import client_socket, ports, secure
+from tests.security_helpers import PLAIN_JAAS, jaas
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "secure-socket"
+RECORDS = 7
+
+
+@pytest.fixture(scope="module")
+def sasl_cluster(cluster_factory, tmp_path_factory):
+    sasl_port = ports.free_ports(1)[0]
+    listeners = lambda _b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    )
+    cluster = cluster_factory(
+        1,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS, user_ops="ops-secret"
+            ),
+        },
+    )
+    state_dir = tmp_path_factory.mktemp("secure-socket")
+    assert secure.ensure_scram_users(state_dir, cluster.zk_connect) == ["broker", "admin"]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(RECORDS):
+        producer.produce(TOPIC, b"r%d" % i)
+    assert producer.flush(30) == 0
+    cluster.sasl_address = ("127.0.0.1", sasl_port)
+    cluster.state_dir = state_dir
+    return cluster
+
+
+def _conf(mechanism: str, user: str, password: str) -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def test_the_stack_admin_reads_offsets_over_scram(sasl_cluster, monkeypatch):
+    properties = sasl_cluster.state_dir / "client.properties"
+    password = secure.password(sasl_cluster.state_dir, "admin")
+    properties.write_text(
+        "".join(f"{k}={v}\n" for k, v in _conf("SCRAM-SHA-512", "admin", password).items())
+    )
+    monkeypatch.setenv("QUILL_CLIENT_CONFIG", str(properties))  # as the stack sets it
+    sock = wire.BrokerSocket(*sasl_cluster.sasl_address)
+    try:
+        call = wire.list_offsets_call({(TOPIC, 0): wire.LATEST, ("nope", 0): wire.LATEST})
+        assert sock.pipeline([call])[0] == {(TOPIC, 0): RECORDS, ("nope", 0): None}
+    finally:
+        sock.close()
+
+
+def test_plain_users_from_the_listeners_jaas_config(sasl_cluster):
+    sock = client_socket.connect(sasl_cluster.sasl_address, 10, _conf("PLAIN", "ops", "ops-secret"))
+    sock.close()
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        (_conf("SCRAM-SHA-512", "admin", "wrong"), "SASL_AUTHENTICATION_FAILED"),
+        (_conf("PLAIN", "ops", "wrong"), "SASL_AUTHENTICATION_FAILED"),
+        (
+            _conf("SCRAM-SHA-256", "admin", "x"),
+            "does not accept SASL mechanism SCRAM-SHA-256 (UNSUPPORTED_SASL_MECHANISM; "
+            "enabled: PLAIN, SCRAM-SHA-512)",
+        ),
+    ],
+)
+def test_refusals_name_the_reason_and_the_broker_serves_on(sasl_cluster, conf, message):
+    with pytest.raises(client_socket.AuthenticationError) as caught:
+        client_socket.connect(sasl_cluster.sasl_address, 10, conf)
+    assert message in str(caught.value)
+    good = _conf("PLAIN", "ops", "ops-secret")
+    client_socket.connect(sasl_cluster.sasl_address, 10, good).close()
