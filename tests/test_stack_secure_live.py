@@ -1,0 +1,180 @@
+"""`make up SECURE=1` for real: `quill-stack up` with QUILL_SECURITY=sasl_ssl (two brokers
+replicating over their SASL_SSL listener, the worker, the console and its monitor) in a
+temp state dir on free ports. Real clients: confluent-kafka with the admin's properties
+produces and consumes; a plaintext client, a wrong password and a user without ACLs are
+refused; the console, through its API, creates a topic, produces and reads a record and
+shows the partition's offsets, all over SASL_SSL as the admin."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.cli.common import read_properties_file
+from broker.security.scram_credentials import ScramCredential
+from broker.zk.client import KafkaZkClient
+from quill_stack import client_socket, health, ports
+from tests.ops_stack_helpers import _token, wait_until
+from tests.stack_helpers import quill_stack, stack_env
+
+pytestmark = pytest.mark.slow
+
+# librdkafka's retries (refused logins, brokers gone after the stack stops) stay out of
+# the output; the tests read errors from error_cb and the clients' answers
+QUIET = logging.getLogger("tests.secure.rdkafka")
+QUIET.setLevel(logging.CRITICAL)
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    state_dir = tmp_path_factory.mktemp("secure-stack")
+    env = stack_env(state_dir, QUILL_BROKERS="2", QUILL_SECURITY="sasl_ssl")
+    base = int(env["QUILL_BROKER_BASE_PORT"])
+    while ports.port_in_use(base) or ports.port_in_use(base + 1):  # two brokers: two ports
+        base = ports.free_port()
+    env["QUILL_BROKER_BASE_PORT"] = str(base)
+    up = quill_stack(env, "up", timeout=400)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        admin = read_properties_file(str(state_dir / "client-admin.properties"))
+        broker_ports = [base, base + 1]
+        bootstrap = ",".join(f"127.0.0.1:{p}" for p in broker_ports)
+        admin["logger"] = QUIET
+        yield {
+            "env": env,
+            "dir": state_dir,
+            "admin": admin,
+            "bootstrap": bootstrap,
+            "ports": broker_ports,
+        }
+    finally:
+        down = quill_stack(env, "down", timeout=200)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+def _create(conf: dict, topic: str, partitions: int = 1, rf: int = 2) -> None:
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, partitions, rf)])[topic].result(timeout=60)
+
+    def led() -> bool:
+        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        parts = meta.partitions if meta else {}
+        return bool(parts) and all(p.leader >= 0 and len(p.isrs) == rf for p in parts.values())
+
+    wait_until(led, what=f"a leader and a full ISR for {topic}")
+
+
+def test_admin_properties_produce_and_consume(secure):
+    conf = {"bootstrap.servers": secure["bootstrap"], **secure["admin"]}
+    topic = f"secure-{uuid.uuid4().hex[:6]}"
+    _create(conf, topic)
+    producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
+    for i in range(10):
+        producer.produce(topic, key=b"k%d" % i, value=b"value-%d" % i)
+    assert producer.flush(60) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.time() + 120
+    while len(got) < 10 and time.time() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and not msg.error():
+            got.append((msg.offset(), msg.key(), msg.value()))
+    consumer.close()
+    assert got == [(i, b"k%d" % i, b"value-%d" % i) for i in range(10)]
+
+
+def test_a_plaintext_client_and_a_wrong_password_are_refused(secure):
+    host, port = "127.0.0.1", secure["ports"][0]
+    # a plaintext ApiVersions to the TLS port gets no Kafka answer
+    assert not health.api_versions(host, port, timeout=5)[0]
+    plain = AdminClient({"bootstrap.servers": secure["bootstrap"], "logger": QUIET})
+    with pytest.raises(KafkaException):
+        plain.list_topics(timeout=10)
+    wrong = {**secure["admin"], "sasl.password": "not-the-password"}
+    errors: list[KafkaError] = []
+    refused = AdminClient(
+        {"bootstrap.servers": secure["bootstrap"], **wrong, "error_cb": errors.append}
+    )
+    with pytest.raises(KafkaException):
+        refused.list_topics(timeout=15)
+
+    def refused_as_authentication() -> bool:
+        refused.poll(0.5)  # serves error_cb
+        return KafkaError._AUTHENTICATION in {e.code() for e in errors}
+
+    wait_until(refused_as_authentication, timeout=60, what="an authentication error")
+    # the console's own protocol socket: TLS verified, SCRAM refused with the broker's code
+    no_logger = {k: v for k, v in wrong.items() if k != "logger"}
+    with pytest.raises(client_socket.AuthenticationError, match="SASL_AUTHENTICATION_FAILED"):
+        client_socket.connect((host, port), 10, no_logger)
+    good = {k: v for k, v in secure["admin"].items() if k != "logger"}
+    client_socket.connect((host, port), 10, good).close()
+
+
+def test_a_user_without_acls_is_refused(secure):
+    """allow.everyone.if.no.acl.found=false: an authenticated user with no ACL cannot
+    write (Kafka's TOPIC_AUTHORIZATION_FAILED)."""
+    zk = KafkaZkClient(f"127.0.0.1:{secure['env']['QUILL_ZK_PORT']}")
+    zk.start()
+    try:
+        credential = ScramCredential.from_password("SCRAM-SHA-512", "alice-secret")
+        zk.set_entity_config("users", "alice", {"SCRAM-SHA-512": credential.to_config_value()})
+    finally:
+        zk.close()
+    conf = {"bootstrap.servers": secure["bootstrap"], **secure["admin"]}
+    topic = f"noacl-{uuid.uuid4().hex[:6]}"
+    _create(conf, topic)
+    alice = {**conf, "sasl.username": "alice", "sasl.password": "alice-secret"}
+    errors = []
+    producer = Producer({**alice, "message.timeout.ms": 20000})
+    producer.produce(topic, b"no", on_delivery=lambda err, msg: errors.append(err))
+
+    def answered():
+        producer.poll(0.5)
+        return errors
+
+    wait_until(answered, what="alice's produce to be answered")
+    assert errors[0] is not None
+    assert errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def _api(secure, token, method, path, body=None):
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{secure['env']['QUILL_CONSOLE_PORT']}/api{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status, json.load(response)
+
+
+def test_the_console_works_end_to_end_over_sasl_ssl(secure):
+    settings = {
+        **secure["env"],
+        "QUILL_CLIENT_CONFIG": str(secure["dir"] / "client-admin.properties"),
+    }
+    _, token = _token(secure["dir"], settings, "admin")
+    topic = f"console-{uuid.uuid4().hex[:6]}"
+    body = {"name": topic, "partitions": 1, "replication_factor": 2}
+    assert _api(secure, token, "POST", "/topics", body)[0] == 201
+    status, produced = _api(secure, token, "POST", "/messages", {"topic": topic, "value": "hello"})
+    assert status == 201, produced
+    _, read = _api(secure, token, "GET", f"/messages?topic={topic}&partition=0&mode=offset&value=0")
+    assert [r["value"] for r in read["records"]] == ["hello"]
+    assert (read["start"], read["end"]) == (0, 1)
+
+    def offsets_shown():  # ListOffsets and DescribeLogDirs on the console's own socket
+        detail = _api(secure, token, "GET", f"/topics/{topic}")[1]
+        return detail if detail["records"] == 1 and not detail["errors"] else None
+
+    detail = wait_until(offsets_shown, what="the console to show the topic's offsets")
+    assert detail["replication_factor"] == 2
