@@ -11,9 +11,10 @@ PLAINTEXT, as before. Sources, later ones winning:
 - ``QUILL_SECURITY_PROTOCOL``, ``QUILL_SASL_MECHANISM``, ``QUILL_SASL_USERNAME``,
   ``QUILL_SASL_PASSWORD``, ``QUILL_SSL_CA_LOCATION``: one client property each.
 
-The answer is checked the way a Kafka client checks it at start (a protocol it knows, a
-SASL mechanism with a user and password, a CA file that exists), so a typo fails with a
-sentence naming the variable instead of a client that retries forever.
+The answer is checked as the broker's own client checks its properties
+(broker.client.security: a protocol it knows, a SASL mechanism with a user and
+password) and for a CA file that exists, so a typo fails at start with a sentence naming
+the variables instead of a client that retries forever.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from broker.cli.common import read_properties_file
+from broker.client.security import ClientSecurity
+from broker.client.security import ClientSecurityError as BrokerClientSecurityError
 
 #: env var -> client property (librdkafka's name, which is also the Java client's,
 #: except ssl.ca.location: the Java client's PEM truststore)
@@ -34,20 +37,10 @@ ENV_PROPERTIES = {
     "QUILL_SSL_CA_LOCATION": "ssl.ca.location",
 }
 CONFIG_FILE_ENV = "QUILL_CLIENT_CONFIG"
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class ClientSecurityError(ValueError):
     """The environment's client security settings cannot work; the message says why."""
-
-
-def _source(key: str, environ: Mapping[str, str]) -> str:
-    """Where a property came from, for error messages."""
-    for env, prop in ENV_PROPERTIES.items():
-        if prop == key and environ.get(env):
-            return env
-    return f"{key} in {environ.get(CONFIG_FILE_ENV)}"
 
 
 def librdkafka_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -62,47 +55,25 @@ def librdkafka_config(environ: Mapping[str, str] | None = None) -> dict[str, str
     for env, prop in ENV_PROPERTIES.items():
         if environ.get(env, "").strip():
             conf[prop] = environ[env].strip()
+    for key in ("security.protocol", "sasl.mechanism"):  # Kafka's spelling of the names
+        if key in conf:
+            conf[key] = conf[key].upper()
     _check(conf, environ)
     return conf
 
 
 def _check(conf: dict[str, str], environ: Mapping[str, str]) -> None:
-    protocol = conf.get("security.protocol")
-    if protocol is None:
-        if any(k.startswith("sasl.") for k in conf):
-            raise ClientSecurityError(
-                "SASL credentials are set but security.protocol is not: set "
-                "QUILL_SECURITY_PROTOCOL=SASL_SSL (or SASL_PLAINTEXT)."
-            )
-        return
-    protocol = conf["security.protocol"] = protocol.upper()
-    if protocol not in PROTOCOLS:
-        raise ClientSecurityError(
-            f"{_source('security.protocol', environ)}: unknown security protocol "
-            f"{protocol!r}; Kafka's are {', '.join(PROTOCOLS)}."
-        )
-    if protocol.startswith("SASL_"):
-        mechanism = conf.setdefault("sasl.mechanism", "PLAIN").upper()  # Kafka's default
-        conf["sasl.mechanism"] = mechanism
-        if mechanism not in MECHANISMS:
-            raise ClientSecurityError(
-                f"{_source('sasl.mechanism', environ)}: unsupported SASL mechanism "
-                f"{mechanism!r}; choose {', '.join(MECHANISMS)}."
-            )
-        for key, env in (
-            ("sasl.username", "QUILL_SASL_USERNAME"),
-            ("sasl.password", "QUILL_SASL_PASSWORD"),
-        ):
-            if not conf.get(key):
-                raise ClientSecurityError(f"{protocol} needs {key}: set {env}.")
+    """The checks the broker's own client makes (broker.client.security), plus a CA file
+    that must exist; the message names the variables the settings came from."""
+    try:
+        ClientSecurity.from_properties(conf)
+    except BrokerClientSecurityError as exc:
+        raise ClientSecurityError(f"{_sources(environ)}: {exc}") from None
     ca = conf.get("ssl.ca.location")
     if ca and not Path(ca).is_file():
-        raise ClientSecurityError(f"{_source('ssl.ca.location', environ)}: no such file {ca}.")
+        raise ClientSecurityError(f"{_sources(environ)}: ssl.ca.location: no such file {ca}")
 
 
-def uses_tls(conf: Mapping[str, str]) -> bool:
-    return conf.get("security.protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
-
-
-def uses_sasl(conf: Mapping[str, str]) -> bool:
-    return conf.get("security.protocol", "PLAINTEXT").startswith("SASL_")
+def _sources(environ: Mapping[str, str]) -> str:
+    names = [n for n in (CONFIG_FILE_ENV, *ENV_PROPERTIES) if environ.get(n, "").strip()]
+    return "client security from " + ", ".join(names)

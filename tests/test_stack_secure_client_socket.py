@@ -82,17 +82,16 @@ def test_plain_users_from_the_listeners_jaas_config(sasl_cluster):
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        (_conf("SCRAM-SHA-512", "admin", "wrong"), "SASL_AUTHENTICATION_FAILED"),
-        (_conf("PLAIN", "ops", "wrong"), "SASL_AUTHENTICATION_FAILED"),
+        (_conf("SCRAM-SHA-512", "admin", "wrong"), "invalid credentials"),
+        (_conf("PLAIN", "ops", "wrong"), "Invalid username or password"),
         (
             _conf("SCRAM-SHA-256", "admin", "x"),
-            "does not accept SASL mechanism SCRAM-SHA-256 (UNSUPPORTED_SASL_MECHANISM; "
-            "enabled: PLAIN, SCRAM-SHA-512)",
+            "does not enable SASL mechanism SCRAM-SHA-256 (it offers PLAIN, SCRAM-SHA-512",
         ),
     ],
 )
 def test_refusals_name_the_reason_and_the_broker_serves_on(sasl_cluster, conf, message):
-    with pytest.raises(client_socket.AuthenticationError) as caught:
+    with pytest.raises(client_socket.AuthenticationFailed) as caught:
         client_socket.connect(sasl_cluster.sasl_address, 10, conf)
     assert message in str(caught.value)
     good = _conf("PLAIN", "ops", "ops-secret")
