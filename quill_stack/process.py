@@ -18,6 +18,7 @@ from collections import deque
 from pathlib import Path
 
 from quill_stack.services import ServiceSpec
+from quill_stack.state import write_private
 
 SETPRIV = shutil.which("setpriv")
 
@@ -77,6 +78,9 @@ class ManagedProcess:
         for path in self.spec.dirs:
             path.mkdir(parents=True, exist_ok=True)
         for path, text in self.spec.files.items():
+            if self.spec.private_files:
+                write_private(path, text.encode())
+                continue
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
 

@@ -14,6 +14,10 @@ operator's ``admin``. What it writes under the state dir:
   broker's pre-start step);
 - ``client-admin.properties``: the admin's client properties, for ``--command-config``
   and for the console, worker and monitor (``QUILL_CLIENT_CONFIG``).
+
+The brokers' server.properties hold the inter-broker password, so they are written
+0600 too. ``compose-init`` makes the same things for the compose secure profile
+(docker-compose.secure.yml) in its volume.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import sys
 from pathlib import Path
 
 from broker.security.scram_credentials import ScramCredential, credentials_in
-from quill_stack.tls import ensure_ca, ensure_server_cert, write_private
+from quill_stack.state import write_private
+from quill_stack.tls import ensure_ca, ensure_server_cert
 
 PLAINTEXT, SASL_SSL = "plaintext", "sasl_ssl"
 MODES = (PLAINTEXT, SASL_SSL)

@@ -120,6 +120,7 @@ class ServiceSpec:
     config: dict[str, str] = field(default_factory=dict)
     config_via: str = "env"
     files: dict[Path, str] = field(default_factory=dict)
+    private_files: bool = False  # the files hold secrets (SASL passwords): mode 0600
     dirs: list[Path] = field(default_factory=list)
     pre_start: list[list[str]] = field(default_factory=list)
     # check(since) -> (healthy, detail); `since` is the process's start time.
@@ -457,6 +458,7 @@ def metrics_overrides(base_port: int, index: int) -> dict[str, int]:
 def secure_broker(spec: ServiceSpec, broker_id: int, cfg: StackConfig) -> None:
     """A SASL_SSL broker: the stack's SCRAM users in ZooKeeper before it starts, and
     its health checked over TLS."""
+    spec.private_files = True  # server.properties holds the inter-broker password
     users = [PYTHON, "-m", "quill_stack.secure", "users", "--state-dir", str(cfg.state_dir)]
     spec.pre_start.append([*users, "--zookeeper", cfg.zk_connect])
     ca, host, port, zk = str(secure.ca_path(cfg.state_dir)), spec.host, spec.port, cfg.zk_connect

@@ -205,3 +205,13 @@ def clean_stale_children(state_dir: Path, stale_pid: int | None) -> list[str]:
     with contextlib.suppress(FileNotFoundError):
         status_path(state_dir).unlink()
     return notes
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Create `path` readable by its owner only (keys, passwords)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    tmp.replace(path)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from quill_stack.state import write_private
 
 CA_NAME = "Quill stack CA"
 VALID_DAYS = 3650  # a local stack's CA; `rm -rf .state/tls` makes a new one
@@ -37,16 +38,6 @@ def _name(common_name: str) -> x509.Name:
             x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         ]
     )
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Create `path` readable by its owner only (keys, passwords)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    tmp.replace(path)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:

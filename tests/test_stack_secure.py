@@ -155,6 +155,7 @@ def test_secure_brokers_get_sasl_ssl_scram_and_the_authorizer(tmp_path):
         "super.users": "User:broker;User:admin",
     }
     assert {k: props.get(k) for k in expected} == expected
+    assert (tmp_path / "broker-2" / "server.properties").stat().st_mode & 0o077 == 0
     assert broker.pre_start[-1][2:5] == ["quill_stack.secure", "users", "--state-dir"]
     for app in (s for s in specs if s.kind in ("worker", "console", "monitor")):
         assert app.env["QUILL_CLIENT_CONFIG"] == str(tmp_path / "client-admin.properties")
