@@ -157,12 +157,17 @@ def _api(secure, token, method, path, body=None):
         return response.status, json.load(response)
 
 
-def test_the_console_works_end_to_end_over_sasl_ssl(secure):
+@pytest.fixture(scope="module")
+def token(secure) -> str:
+    """An API token of a console user with the admin role."""
     settings = {
         **secure["env"],
         "QUILL_CLIENT_CONFIG": str(secure["dir"] / "client-admin.properties"),
     }
-    _, token = _token(secure["dir"], settings, "admin")
+    return _token(secure["dir"], settings, "admin")[1]
+
+
+def test_the_console_works_end_to_end_over_sasl_ssl(secure, token):
     topic = f"console-{uuid.uuid4().hex[:6]}"
     body = {"name": topic, "partitions": 1, "replication_factor": 2}
     assert _api(secure, token, "POST", "/topics", body)[0] == 201
@@ -178,3 +183,42 @@ def test_the_console_works_end_to_end_over_sasl_ssl(secure):
 
     detail = wait_until(offsets_shown, what="the console to show the topic's offsets")
     assert detail["replication_factor"] == 2
+
+
+def test_the_worker_moves_replicas_and_elects_leaders_over_sasl_ssl(secure, token):
+    """A reassignment (AlterPartitionReassignments to the controller) and a preferred
+    leader election (ElectLeaders), run by the Celery worker with the admin's
+    credentials, as any operator would through the console."""
+    topic = f"ops-{uuid.uuid4().hex[:6]}"
+    assert (
+        _api(secure, token, "POST", "/topics", {"name": topic, "replication_factor": 2})[0] == 201
+    )
+    conf = {"bootstrap.servers": secure["bootstrap"], **secure["admin"]}
+    admin = AdminClient(conf)
+
+    def partition():
+        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        part = meta.partitions.get(0) if meta else None
+        return part if part is not None and part.leader >= 0 and len(part.isrs) == 2 else None
+
+    before = wait_until(partition, what=f"{topic} to be fully replicated")
+    replicas = list(reversed(before.replicas))
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]}
+
+    def run(body: dict) -> dict:
+        status, started = _api(secure, token, "POST", "/operations", body)
+        assert status == 202, started
+
+        def ended():
+            op = _api(secure, token, "GET", f"/operations/{started['id']}")[1]
+            return op if op["state"] in ("succeeded", "failed", "cancelled") else None
+
+        op = wait_until(ended, timeout=180, what=f"operation {started['id']} to end")
+        assert op["state"] == "succeeded", (op["error"], op["steps"][-5:])
+        return op
+
+    run({"kind": "reassign", "plan": plan})
+    op = run({"kind": "elect-leaders", "partitions": [{"topic": topic, "partition": 0}]})
+    moved = {"topic": topic, "partition": 0, "from": before.leader, "to": replicas[0]}
+    assert op["result"]["elected"] == [moved]
+    assert wait_until(lambda: partition() and partition().leader == replicas[0], what="leader")
