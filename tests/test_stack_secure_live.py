@@ -111,6 +111,7 @@ def test_a_plaintext_client_and_a_wrong_password_are_refused(secure):
         return KafkaError._AUTHENTICATION in {e.code() for e in errors}
 
     wait_until(refused_as_authentication, timeout=60, what="an authentication error")
+    plain = refused = None  # destroyed: no more retries against the brokers
     # the console's own protocol socket: TLS verified, SCRAM refused with the broker's code
     no_logger = {k: v for k, v in wrong.items() if k != "logger"}
     with pytest.raises(client_socket.AuthenticationFailed, match="invalid credentials"):
