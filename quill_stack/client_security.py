@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from broker.cli.common import read_properties_file
-from broker.client.security import ClientSecurity
+from broker.client.security import PLAINTEXT, ClientSecurity
 from broker.client.security import ClientSecurityError as BrokerClientSecurityError
 
 #: env var -> client property (librdkafka's name, which is also the Java client's,
@@ -44,8 +44,23 @@ class ClientSecurityError(ValueError):
 
 
 def librdkafka_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The client properties the environment gives (``{}``: plaintext, no credentials)."""
-    environ = os.environ if environ is None else environ
+    """The client properties the environment gives (``{}``: plaintext, no credentials),
+    in librdkafka's names: a file in the Java client's (``sasl.jaas.config``, a PEM
+    ``ssl.truststore.location``) works too."""
+    conf, security = _load(os.environ if environ is None else environ)
+    if security is None:
+        return {}
+    others = {k: v for k, v in conf.items() if not k.startswith(("ssl.", "sasl.", "security."))}
+    return others | librdkafka_security(security)
+
+
+def client_security(environ: Mapping[str, str] | None = None) -> ClientSecurity:
+    """The environment's settings as the broker's own client takes them (PLAINTEXT when
+    nothing is set): what the console's protocol socket connects with."""
+    return _load(os.environ if environ is None else environ)[1] or PLAINTEXT
+
+
+def _load(environ: Mapping[str, str]) -> tuple[dict[str, str], ClientSecurity | None]:
     conf: dict[str, str] = {}
     path = environ.get(CONFIG_FILE_ENV, "").strip()
     if path:
@@ -55,23 +70,46 @@ def librdkafka_config(environ: Mapping[str, str] | None = None) -> dict[str, str
     for env, prop in ENV_PROPERTIES.items():
         if environ.get(env, "").strip():
             conf[prop] = environ[env].strip()
-    for key in ("security.protocol", "sasl.mechanism"):  # Kafka's spelling of the names
-        if key in conf:
-            conf[key] = conf[key].upper()
-    _check(conf, environ)
+    return conf, (_check(conf, environ) if conf else None)
+
+
+def librdkafka_security(security: ClientSecurity) -> dict[str, str]:
+    """ClientSecurity as librdkafka's properties."""
+    names = {
+        "sasl_mechanism": "sasl.mechanism",
+        "username": "sasl.username",
+        "password": "sasl.password",
+        "ssl_cafile": "ssl.ca.location",
+        "ssl_cadata": "ssl.ca.pem",
+        "ssl_certfile": "ssl.certificate.location",
+        "ssl_keyfile": "ssl.key.location",
+        "ssl_key_password": "ssl.key.password",
+    }
+    conf = {"security.protocol": security.security_protocol}
+    conf |= {
+        prop: str(getattr(security, field))
+        for field, prop in names.items()
+        if getattr(security, field) is not None
+    }
+    if security.tls and not security.ssl_check_hostname:
+        conf["ssl.endpoint.identification.algorithm"] = "none"
+    if security.tls and not security.ssl_verify:
+        conf["enable.ssl.certificate.verification"] = "false"
     return conf
 
 
-def _check(conf: dict[str, str], environ: Mapping[str, str]) -> None:
+def _check(conf: dict[str, str], environ: Mapping[str, str]) -> ClientSecurity:
     """The checks the broker's own client makes (broker.client.security), plus a CA file
     that must exist; the message names the variables the settings came from."""
     try:
-        ClientSecurity.from_properties(conf)
+        security = ClientSecurity.from_properties(conf)
     except BrokerClientSecurityError as exc:
         raise ClientSecurityError(f"{_sources(environ)}: {exc}") from None
-    ca = conf.get("ssl.ca.location")
-    if ca and not Path(ca).is_file():
-        raise ClientSecurityError(f"{_sources(environ)}: ssl.ca.location: no such file {ca}")
+    if security.ssl_cafile and not Path(security.ssl_cafile).is_file():
+        raise ClientSecurityError(
+            f"{_sources(environ)}: ssl.ca.location: no such file {security.ssl_cafile}"
+        )
+    return security
 
 
 def _sources(environ: Mapping[str, str]) -> str:

@@ -24,7 +24,7 @@ from broker.protocol.messages import (
     parse_response,
     request_schema,
 )
-from quill_stack.client_security import librdkafka_config
+from quill_stack.client_security import client_security
 
 __all__ = ["AuthenticationFailed", "connect"]
 
@@ -34,10 +34,9 @@ _SIZE = struct.Struct(">i")
 def connect(
     address: tuple[str, int], timeout: float, conf: Mapping[str, str] | None = None
 ) -> socket.socket:
-    """An open socket to `address`, through TLS and SASL when `conf` (default: the
-    environment's, see quill_stack.client_security) asks for them."""
-    conf = librdkafka_config() if conf is None else conf
-    security = ClientSecurity.from_properties(conf)
+    """An open socket to `address`, through TLS and SASL when `conf` (client properties;
+    default: the environment's, see quill_stack.client_security) asks for them."""
+    security = client_security() if conf is None else ClientSecurity.from_properties(conf)
     sock = socket.create_connection(address, timeout=timeout)
     try:
         if security.tls:

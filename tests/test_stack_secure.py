@@ -216,8 +216,37 @@ def test_env_vars_map_to_client_properties_and_win_over_the_file(tmp_path, clean
     }
 
 
+def test_a_java_client_properties_file_becomes_librdkafka_config(tmp_path, clean_env):
+    """Kafka users keep their files: the Java client's names become librdkafka's."""
+    _stack(tmp_path)
+    ca = tmp_path / "tls" / "ca.crt"
+    path = tmp_path / "java.properties"
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="alice-secret";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={ca}\n"
+        "client.id=reports\n"
+    )
+    clean_env.setenv("QUILL_CLIENT_CONFIG", str(path))
+    conf = client_security.librdkafka_config()
+    assert conf == {
+        "client.id": "reports",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        "ssl.ca.location": str(ca),
+    }
+    Producer({"bootstrap.servers": "127.0.0.1:1", **conf}).flush(0)  # librdkafka takes it
+    assert client_security.client_security().username == "alice"
+
+
 def test_no_env_means_plaintext_clients_as_before(clean_env):
     assert client_security.librdkafka_config() == {}
+    assert client_security.client_security().security_protocol == "PLAINTEXT"
 
 
 @pytest.mark.parametrize(
