@@ -397,3 +397,39 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(cluster):
     resp = describe_acls(wire)
     assert resp.error_code == ErrorCode.security_disabled
     wire.close()
+
+
+def test_kafka_python_admin_creates_describes_and_deletes_acls(secured):
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ACLResourcePatternType as Pattern
+    from kafka.admin import ResourceType as KpType
+
+    c, _admin = secured
+    name = f"kp-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+    try:
+        acl = ACL("User:dave", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(KpType.TOPIC, name, Pattern.PREFIXED))  # fmt: skip
+        created = admin.create_acls([acl])
+        assert created["failed"] == [] and len(created["succeeded"]) == 1
+        selector = ACLFilter("User:dave", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                             ResourcePatternFilter(KpType.TOPIC, name, Pattern.ANY))  # fmt: skip
+        found, error = admin.describe_acls(selector)
+        assert error.errno == 0
+        assert [(a.principal, a.operation, a.resource_pattern.resource_name) for a in found] == [
+            ("User:dave", ACLOperation.READ, name)
+        ]
+        deleted = admin.delete_acls([selector])
+        assert [len(matches) for _f, matches, _e in deleted] == [1]
+        found, _error = admin.describe_acls(selector)
+        assert found == []
+    finally:
+        admin.close()
