@@ -433,3 +433,22 @@ def test_kafka_python_admin_creates_describes_and_deletes_acls(secured):
         assert found == []
     finally:
         admin.close()
+
+
+def test_authorized_operations_bit_fields(secured):
+    c, admin = secured
+    topic, wire = ready_topic(c, admin, "ops")
+    add_acl(admin, ResourceType.TOPIC, topic, AclOperation.READ)
+    resp = wire.request(3, 10, {"topics": [{"name": topic, "topic_id": None}],
+                                "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": True,
+                                "include_topic_authorized_operations": True})  # fmt: skip
+    read, describe = 1 << 3, 1 << 8  # Kafka's AclOperation codes; Read implies Describe
+    assert resp.topics[0].topic_authorized_operations == read | describe
+    cluster_ops = (5, 7, 8, 9, 10, 11, 12)  # every Cluster operation: 127.0.0.1 has ALL
+    assert resp.cluster_authorized_operations == sum(1 << op for op in cluster_ops)
+    other = wire_client(c, OTHER_HOST)
+    resp = other.request(60, 0, {"include_cluster_authorized_operations": True})
+    assert resp.cluster_authorized_operations == 0
+    other.close()
+    wire.close()
