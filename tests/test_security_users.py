@@ -16,8 +16,9 @@ import pytest
 import scramp
 
 from broker.protocol.errors import ErrorCode
-from broker.security.scram_credentials import ScramCredential, credentials_in
+from broker.security.scram_credentials import credentials_in
 
+from .security_helpers import scram_login
 from .wire import WireClient
 
 SHA256, SHA512 = 1, 2
@@ -84,24 +85,6 @@ def _znode(zk, path) -> dict:
     return json.loads(data)
 
 
-def _scram_login(credential: ScramCredential, user: str, password: str) -> None:
-    """A full RFC 5802 exchange with scramp against the stored credential; raises
-    scramp.ScramException when the password does not match."""
-    mech = scramp.ScramMechanism(credential.mechanism)
-    auth_info = (
-        credential.salt,
-        credential.stored_key,
-        credential.server_key,
-        credential.iterations,
-    )
-    server = mech.make_server(lambda _name: auth_info)
-    client = scramp.ScramClient([credential.mechanism], user, password)
-    server.set_client_first(client.get_client_first())
-    client.set_server_first(server.get_server_first())
-    server.set_client_final(client.get_client_final())
-    client.set_server_final(server.get_server_final())
-
-
 def test_upsert_writes_kafkas_format_beside_quotas_and_verifies_the_password(broker, wire, zk):
     user = _user()
     quota = wire.request(
@@ -138,9 +121,9 @@ def test_upsert_writes_kafkas_format_beside_quotas_and_verifies_the_password(bro
     assert b"alice-secret" not in zk.get(f"/config/users/{user}")[0]
 
     credential = credentials_in(stored["config"])["SCRAM-SHA-512"]
-    _scram_login(credential, user, "alice-secret")
+    scram_login(credential, user, "alice-secret")
     with pytest.raises(scramp.ScramException):
-        _scram_login(credential, user, "wrong-password")
+        scram_login(credential, user, "wrong-password")
 
     notices = [zk.get(f"/config/changes/{c}")[0] for c in zk.get_children("/config/changes")]
     assert f'{{"version":2,"entity_path":"users/{user}"}}'.encode() in notices
@@ -284,7 +267,7 @@ def test_confluent_kafka_admin_client_alters_and_describes(broker, zk):
     assert futures[user].result(timeout=30) is None
     credential = credentials_in(_znode(zk, f"/config/users/{user}")["config"])["SCRAM-SHA-256"]
     assert (credential.salt, credential.iterations) == (b"some-salt-16byte", 5000)
-    _scram_login(credential, user, "bob-secret")
+    scram_login(credential, user, "bob-secret")
 
     described = admin.describe_user_scram_credentials([user])[user].result(timeout=30)
     infos = described.scram_credential_infos
