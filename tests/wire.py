@@ -16,16 +16,24 @@ from broker.protocol.messages import (
 
 class WireClient:
     def __init__(
-        self, host: str, port: int, timeout: float = 10.0, client_id: str = "wire-test"
+        self,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        client_id: str = "wire-test",
+        source_host: str | None = None,
     ) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        """``source_host``: connect from that local address (e.g. 127.0.0.2, to be
+        another client host for ACL host matching)."""
+        source = (source_host, 0) if source_host else None
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         self.correlation = 0
         self.client_id = client_id
 
     @classmethod
-    def for_bootstrap(cls, bootstrap: str) -> WireClient:
+    def for_bootstrap(cls, bootstrap: str, source_host: str | None = None) -> WireClient:
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        return cls(host, int(port))
+        return cls(host, int(port), source_host=source_host)
 
     def close(self) -> None:
         self.sock.close()

@@ -28,7 +28,7 @@ from ..protocol.messages import (
 )
 from ..protocol.produce_response import encode_produce_response
 from ..quota.manager import REQUEST
-from . import request_context
+from . import authorization, request_context
 from .network import then
 from .quotas import TimedCoroutine, produce_throttle, request_throttle
 
@@ -68,6 +68,9 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     26: ("EndTxn", 0, 3),
     27: ("WriteTxnMarkers", 1, 1),  # kio has no v0 (Kafka 4 dropped it); v2 is KIP-890
     28: ("TxnOffsetCommit", 0, 3),
+    29: ("DescribeAcls", 1, 3),  # kio has no v0; clients ask v1+
+    30: ("CreateAcls", 1, 3),
+    31: ("DeleteAcls", 1, 3),
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 1, 4),
@@ -96,6 +99,7 @@ HandlerFn = Callable[["KafkaServer", RequestHeader, Any], Awaitable[Any]]
 
 def _registry() -> dict[int, HandlerFn]:
     from .handlers import (
+        acls,
         admin,
         client_quotas,
         configs,
@@ -140,6 +144,9 @@ def _registry() -> dict[int, HandlerFn]:
         26: txn.handle_end_txn,
         27: txn.handle_write_txn_markers,
         28: txn.handle_txn_offset_commit,
+        29: acls.handle_describe_acls,
+        30: acls.handle_create_acls,
+        31: acls.handle_delete_acls,
         32: configs.handle_describe_configs,
         33: configs.handle_alter_configs,
         35: admin.handle_describe_log_dirs,
@@ -225,15 +232,20 @@ class KafkaApis:
             if api_key == 18:
                 return _unsupported_api_versions(correlation_id)
             raise ProtocolError(f"{name} v{version} is not supported (we speak v{lo}-v{hi})")
+        request_context.set_client(conn.peer)
+        request_context.listener_name.set(conn.listener)
+        request_context.principal.set(conn.principal)
         if api_key == 2 and version == 0:
             from .handlers import list_offsets_v0
 
             return await list_offsets_v0.handle(self.server, frame)
         header, request = parse_request(frame)
-        request_context.set_client(conn.peer)
-        request_context.listener_name.set(conn.listener)
-        request_context.principal.set(conn.principal)
         request_context.throttle_ms.set(0)
+        patch = None
+        if self.server.authorizer is not None:
+            refused, request, patch = authorization.check(self.server, api_key, header, request)
+            if refused is not None:
+                return _encode(refused, api_key, version, correlation_id)
         if api_key == 0:
             produce_throttle(self.server.quotas, header.client_id, len(frame))
         call = self.handlers[api_key](self.server, header, request)
@@ -243,6 +255,8 @@ class KafkaApis:
             request_throttle(self.server.quotas, header.client_id, timed.nanos)
         else:
             result = await call
+        if patch is not None:
+            result = patch(result)
         throttle_ms = request_context.throttle_ms.get()
         if throttle_ms > 0:
             if isinstance(result, dict) and "throttle_time" in result:

@@ -219,6 +219,9 @@ KEYS: dict[str, Key] = {
             1,
         ),
         Key("producer.id.expiration.ms", _int, 86400000, "Idle producer id expiry"),
+        Key("authorizer.class.name", str, "", "kafka.security.authorizer.AclAuthorizer or acl"),
+        Key("super.users", str, "", "Principals every ACL lets through: User:a;User:b"),
+        Key("allow.everyone.if.no.acl.found", _bool, False, "Allow a resource without ACLs"),
         Key("quill.metrics.port", _int, 0, "Port of the Prometheus endpoint (0: none)", 0),
         Key("quill.metrics.host", str, None, "Address of that endpoint (the listener's host)"),
     ]
@@ -312,6 +315,15 @@ class BrokerConfig:
         self.endpoints = Listeners.from_config(self)
         self._validate_connection_limits()
         self._validate_log_defaults()
+        self._validate_authorizer()
+
+    def _validate_authorizer(self) -> None:
+        from ..security.authorizer import AclAuthorizer, AuthorizerConfigError  # noqa: PLC0415
+
+        try:
+            AclAuthorizer.from_config(self)
+        except AuthorizerConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _refuse_unsupported(self) -> None:
         """Kafka keys we know and do not implement: refused, so nobody relies on them."""

@@ -29,6 +29,7 @@ from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
 from ..replica.throttle import UNTHROTTLED
+from ..security.authorizer import AclAuthorizer
 from ..zk.client import KafkaZkClient
 from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import SUPPORTED, KafkaApis
@@ -76,6 +77,7 @@ class KafkaServer:
             memory_pool=RequestMemoryPool(config["queued.max.request.bytes"]),
             max_idle_ms=config["connections.max.idle.ms"],
         )
+        self.authorizer = AclAuthorizer.from_config(config)  # None: no authorization at all
         self.fetch_sessions = FetchSessionCache()  # KIP-227, for followers and consumers
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
@@ -175,6 +177,8 @@ class KafkaServer:
         await asyncio.to_thread(self.zk.start, cfg.zookeeper_connection_timeout_ms / 1000.0)
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
         self.cache.cluster_id = cluster_id
+        if self.authorizer is not None:  # before the listeners open: no request goes unchecked
+            await asyncio.to_thread(self.authorizer.start, self.zk.zk)
         props = dict(cfg.raw, **{"log.dirs": ",".join(cfg.log_dirs)})
         self.logs = await asyncio.to_thread(
             LogManager.from_broker_props, props, broker_id=cfg.broker_id, cluster_id=cluster_id

@@ -445,6 +445,86 @@ class LogDirEventNotificationZNode:
         return int(json.loads(data)["broker"])
 
 
+class AclZNodes:
+    """ACLs as Kafka's AclAuthorizer keeps them (ZkData's ZkAclStore and ResourceZNode).
+
+    Literal patterns live at ``/kafka-acl/<ResourceType>/<name>``, prefixed ones at
+    ``/kafka-acl-extended/prefixed/<ResourceType>/<name>``; each holds
+    ``{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+    "operation":"Read","host":"*"}]}``. ``<ResourceType>`` is Kafka's camel-case name
+    (Topic, Group, Cluster, TransactionalId, DelegationToken, User).
+    """
+
+    literal_root = "/kafka-acl"
+    extended_root = "/kafka-acl-extended"
+
+    @classmethod
+    def store_root(cls, pattern_type: str) -> str:
+        """``LITERAL`` -> /kafka-acl; ``PREFIXED`` -> /kafka-acl-extended/prefixed."""
+        if pattern_type == "LITERAL":
+            return cls.literal_root
+        return f"{cls.extended_root}/{pattern_type.lower()}"
+
+    @classmethod
+    def type_path(cls, pattern_type: str, resource_type: str) -> str:
+        return f"{cls.store_root(pattern_type)}/{resource_type}"
+
+    @classmethod
+    def path(cls, pattern_type: str, resource_type: str, name: str) -> str:
+        return f"{cls.store_root(pattern_type)}/{resource_type}/{name}"
+
+    @staticmethod
+    def encode(acls: list[dict]) -> bytes:
+        return _dumps({"version": 1, "acls": acls})
+
+    @staticmethod
+    def decode(data: bytes | None) -> list[dict]:
+        if not data:
+            return []
+        return list(json.loads(data).get("acls") or [])
+
+
+class AclChangeZNodes:
+    """ACL change notifications: sequential ``acl_changes_NNNNNNNNNN`` children.
+
+    Literal changes go under ``/kafka-acl-changes`` as the text ``TOPIC:name`` (Kafka's
+    LiteralAclChangeStore: the Java enum name, a colon, the resource name); prefixed
+    ones under ``/kafka-acl-extended-changes`` as ``{"version":1,"resourceType":"TOPIC",
+    "name":..,"patternType":"PREFIXED"}`` (ExtendedAclChangeStore).
+    """
+
+    literal_path = "/kafka-acl-changes"
+    extended_path = "/kafka-acl-extended-changes"
+    prefix = "acl_changes_"
+    #: Kafka's AclAuthorizer purges notifications older than this (changeExpirationMs)
+    expiration_ms = 15 * 60 * 1000
+
+    @classmethod
+    def path_for(cls, pattern_type: str) -> str:
+        return cls.literal_path if pattern_type == "LITERAL" else cls.extended_path
+
+    @staticmethod
+    def encode(resource_type: str, name: str, pattern_type: str) -> bytes:
+        """``resource_type``/``pattern_type`` are Kafka's enum names (TOPIC, PREFIXED)."""
+        if pattern_type == "LITERAL":
+            return f"{resource_type}:{name}".encode()
+        return _dumps(
+            {"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type}
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[str, str, str]:
+        """(resource type, name, pattern type) as the writer put them (any case)."""
+        text = data.decode()
+        if text.startswith("{"):
+            body = json.loads(text)
+            return body["resourceType"], body["name"], body["patternType"]
+        resource_type, sep, name = text.partition(":")
+        if not sep:
+            raise ValueError(f"expected ResourceType:ResourceName, got {text!r}")
+        return resource_type, name, "LITERAL"
+
+
 # Paths Kafka creates at start so every other path has a parent.
 PERSISTENT_PATHS = [
     "/brokers/ids",
@@ -459,4 +539,8 @@ PERSISTENT_PATHS = [
     "/isr_change_notification",
     "/latest_producer_id_block",
     "/log_dir_event_notification",
+    AclZNodes.literal_root,
+    AclZNodes.extended_root + "/prefixed",
+    AclChangeZNodes.literal_path,
+    AclChangeZNodes.extended_path,
 ]

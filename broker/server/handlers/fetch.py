@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode
 from ...protocol.fetch_response import PartitionData, encode_fetch_response
 from ...protocol.messages import RequestHeader, ms
+from ..authorization import fetch_denied
 from ..network import FileRegion
 from ..quotas import fetch_throttle
 from .fetch_session import FetchSession
@@ -110,6 +111,9 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         wanted = session.by_topic()
     else:
         wanted = [(t.topic, t.partitions) for t in req.topics]
+    refused = []
+    if server.authorizer is not None and req.replica_id < 0:  # followers: ClusterAction, before
+        wanted, refused = fetch_denied(server, wanted)
     max_wait_s = max(0, ms(req.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait_s
     keys = [(topic, p.partition) for topic, parts in wanted for p in parts]
@@ -126,6 +130,8 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         if throttle_ms > 0:
             topics = []  # as Kafka: a throttled fetch is answered empty
         server.metrics.topics.fetched(topics)
+    if refused:
+        topics = topics + refused
     session_id = 0
     if session is not None:
         session_id = session.id

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ...protocol import list_offsets_v0 as v0
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import ProtocolError
+from ..authorization import describe_denied
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -38,10 +39,13 @@ async def handle(server: KafkaServer, frame: bytes) -> bytes:
     except (ValueError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
         raise ProtocolError(f"malformed ListOffsets v0: {exc}") from None
     topics = []
+    denied = () if server.authorizer is None else describe_denied(server, req.topics)
     for name, parts in req.topics:
         answers = []
         for p in parts:
             try:
+                if name in denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 answers.append((p.partition, 0, _offsets(server, name, p, req.replica_id >= 0)))
             except KafkaError as exc:
                 answers.append((p.partition, int(exc.code), []))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
 from ...zk.znodes import BrokerInfo, topic_id_bytes
-from .. import request_context, topic_admin
+from .. import authorization, request_context, topic_admin
 from ..metadata_cache import INTERNAL_TOPICS, TopicMeta
 
 if TYPE_CHECKING:
@@ -91,6 +91,30 @@ async def _auto_create(server: KafkaServer, name: str) -> dict:
     return _topic_entry(server, meta)
 
 
+def _authorized(server: KafkaServer, name: str | None, allow_auto: bool) -> bool:
+    """Describe on the topic; and Create (topic or cluster) if asking would create it."""
+    if name is None:
+        return True  # by topic id: checked once the name is known
+    if not authorization.may_describe_topic(server, name):
+        return False
+    creates = (
+        name not in server.cache.topics
+        and allow_auto
+        and server.config["auto.create.topics.enable"]
+        and name not in INTERNAL_TOPICS
+    )
+    return not creates or authorization.may_create_topic(server, name)
+
+
+def _refused(name: str) -> dict:
+    return {
+        "error_code": ErrorCode.topic_authorization_failed,
+        "name": name,
+        "is_internal": False,
+        "partitions": [],
+    }
+
+
 async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     await server.wait_metadata()
     cache = server.cache
@@ -101,9 +125,15 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
     if requested is None:
-        topics = [_topic_entry(server, cache.topics[n]) for n in sorted(cache.topics)]
+        names = sorted(cache.topics)
+        if server.authorizer is not None:  # topics it may not Describe are not listed
+            names = [n for n in names if authorization.may_describe_topic(server, n)]
+        topics = [_topic_entry(server, cache.topics[n]) for n in names]
     else:
         for item in requested:
+            if server.authorizer is not None and not _authorized(server, item.name, allow_auto):
+                topics.append(_refused(item.name))
+                continue
             name = item.name
             if name is None and getattr(item, "topic_id", None) is not None:
                 meta = next(
@@ -114,8 +144,12 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
                     ),
                     None,
                 )
-                if meta is not None:
+                if meta is not None and (
+                    server.authorizer is None or authorization.may_describe_topic(server, meta.name)
+                ):
                     topics.append(_topic_entry(server, meta))
+                elif meta is not None:
+                    topics.append(_refused(meta.name))
                 else:
                     topics.append(
                         {"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.list_offsets_response import OffsetAnswer, encode_list_offsets_response
 from ...protocol.messages import RequestHeader
+from ..authorization import describe_denied
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -50,11 +51,14 @@ def _list_offset(
 async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: Any) -> bytes:
     replica_id = getattr(req, "replica_id", -1)
     committed = getattr(req, "isolation_level", 0) == 1
+    denied = () if server.authorizer is None else describe_denied(server, req.topics)
     topics = []
     for t in req.topics:
         answers = []
         for p in t.partitions:
             try:
+                if t.name in denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 answers.append(
                     _list_offset(server, t.name, p.partition_index, p, replica_id, committed)
                 )

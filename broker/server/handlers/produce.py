@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
+from ..authorization import produce_denied
 from ..metadata_cache import INTERNAL_TOPICS
 from ..network import then
 
@@ -54,11 +55,14 @@ async def handle_produce(
     acks = req.acks
     responses = []
     waits = []
+    refused_all, denied = (None, ()) if server.authorizer is None else produce_denied(server, req)
     for topic in req.topic_data:
         partitions = []
         for pd in topic.partition_data:
             if acks not in (0, 1, -1):
                 result = {"error_code": ErrorCode.invalid_required_acks}
+            elif refused_all is not None or topic.name in denied:
+                result = {"error_code": refused_all or ErrorCode.topic_authorization_failed}
             elif topic.name in INTERNAL_TOPICS and header.client_id != ADMIN_CLIENT_ID:
                 result = {  # as Kafka: only the broker itself writes its internal topics
                     "error_code": ErrorCode.invalid_topic_exception,
