@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from urllib.parse import urlencode
 
 import pytest
 
@@ -21,6 +22,19 @@ pytestmark = pytest.mark.cluster
 
 PAGES = ("/security/scram-users/", "/security/acls/")
 APIS = ("/api/security/scram-users", "/api/security/acls")
+
+
+@pytest.fixture(scope="module")
+def console_cluster(cluster_factory):
+    """Kafka's AclAuthorizer on; the cluster keeps no ACL, so the console (User:ANONYMOUS
+    over PLAINTEXT) may do everything, and the ACLs the tests add name other users."""
+    return cluster_factory(
+        1,
+        **{
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +211,59 @@ def test_bad_acls_are_refused_before_anything_is_sent(console, acl, field):
     page = client.post("/security/acls/action", {**body, "action": "add"})
     assert page.status_code == 400
     assert not AuditEntry.objects.filter(action="acl.add").exists()
+
+
+def test_admin_adds_lists_and_removes_acls(console, zk):
+    client = console.login(ADMIN)
+    topic, prefix = unique("orders"), unique("team")
+    acl = {
+        "resource_type": "TOPIC",
+        "resource_name": topic,
+        "pattern_type": "LITERAL",
+        "principal": "User:alice",
+        "host": "*",
+        "operation": "READ",
+        "permission": "ALLOW",
+    }
+    answer = client.post("/security/acls/action", {**acl, "action": "add"}, follow=True)
+    assert "Added the ACL." in answer.content.decode()
+    data, _ = zk.get(f"/kafka-acl/Topic/{topic}")
+    assert json.loads(data)["acls"] == [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}
+    ]
+    deny = {
+        **acl,
+        "resource_type": "GROUP",
+        "resource_name": prefix,
+        "pattern_type": "PREFIXED",
+        "operation": "ALL",
+        "permission": "DENY",
+    }
+    made = client.post("/api/security/acls", data=json.dumps(deny), content_type="application/json")
+    assert made.status_code == 200 and made.json() == deny
+
+    page = client.get(f"/security/acls/?principal=User:alice&resource_name={topic}").content
+    assert f'<td class="mono">{topic}</td>'.encode() in page
+    assert prefix.encode() not in page
+    groups = client.get("/api/security/acls?resource_type=GROUP&principal=User:alice").json()
+    assert deny in groups and acl not in groups
+    assert deny not in client.get("/api/security/acls?permission=ALLOW").json()
+
+    answer = client.post("/security/acls/action", {**acl, "action": "remove"}, follow=True)
+    assert "Removed the ACL." in answer.content.decode()
+    assert acl not in client.get("/api/security/acls").json()
+    again = client.post("/security/acls/action", {**acl, "action": "remove"})
+    assert again.status_code == 404 and "No such ACL." in again.content.decode()
+    gone = client.delete("/api/security/acls?" + urlencode(deny))
+    assert gone.status_code == 200 and gone.json() == [deny]
+    assert client.get("/api/security/acls").json() == []
+
+    audit = AuditEntry.objects.filter(action__startswith="acl.").order_by("id")
+    assert [(e.action, e.source, e.ok) for e in audit] == [
+        ("acl.add", "ui", True),
+        ("acl.add", "api", True),
+        ("acl.remove", "ui", True),
+        ("acl.remove", "ui", False),
+        ("acl.remove", "api", True),
+    ]
+    assert audit[0].after == acl and audit[2].before == [acl]

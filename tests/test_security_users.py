@@ -284,3 +284,69 @@ def test_confluent_kafka_admin_client_alters_and_describes(broker, zk):
     )
     assert futures[user].result(timeout=30) is None
     assert _znode(zk, f"/config/users/{user}")["config"] == {}
+
+
+def test_an_authorizer_needs_cluster_describe_and_alter(cluster_factory):
+    """Over PLAINTEXT everyone is User:ANONYMOUS: 127.0.0.1 holds Cluster ALL (the
+    broker's own requests need it), raw requests from 127.0.0.2 start with nothing."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    c = cluster_factory(
+        1,
+        **{
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",  # the cluster's first ACL closes it
+        },
+    )
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+
+    def allow(op, host):
+        binding = AclBinding(
+            ResourceType.BROKER,
+            "kafka-cluster",
+            ResourcePatternType.LITERAL,
+            "User:ANONYMOUS",
+            host,
+            op,
+            AclPermissionType.ALLOW,
+        )
+        admin.create_acls([binding])[binding].result(timeout=30)
+
+    allow(AclOperation.ALL, "127.0.0.1")
+    zk = c.zk_client()
+    user = _user()
+    outsider = WireClient.for_bootstrap(c.bootstrap, source_host="127.0.0.2")
+    try:
+        denied = "Cluster authorization failed."
+        assert _alter(outsider, [_upsertion(user)], deletions=[("zed", SHA256)]) == [
+            (user, ErrorCode.cluster_authorization_failed, denied),
+            ("zed", ErrorCode.cluster_authorization_failed, denied),
+        ]
+        assert zk.exists(f"/config/users/{user}") is None
+        resp = outsider.request(50, 0, {"users": [{"name": user}]})
+        assert (resp.error_code, resp.error_message) == (
+            ErrorCode.cluster_authorization_failed,
+            denied,
+        )
+        assert [(r.user, r.error_code) for r in resp.results] == [
+            (user, ErrorCode.cluster_authorization_failed)
+        ]
+
+        allow(AclOperation.DESCRIBE, "127.0.0.2")
+        insider = WireClient.for_bootstrap(c.bootstrap)
+        assert _alter(insider, [_upsertion(user)]) == [(user, ErrorCode.none, None)]
+        insider.close()
+        assert _describe(outsider, [user]) == {user: (ErrorCode.none, [(SHA512, 4096)])}
+        assert _alter(outsider, deletions=[(user, SHA512)]) == [
+            (user, ErrorCode.cluster_authorization_failed, denied)
+        ]
+        assert "SCRAM-SHA-512" in _znode(zk, f"/config/users/{user}")["config"]
+    finally:
+        outsider.close()

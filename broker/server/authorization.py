@@ -27,6 +27,7 @@ from ..security.acl import CLUSTER_NAME
 from ..security.acl import AclOperation as Op
 from ..security.acl import ResourceType as R
 from . import request_context
+from .handlers import scram_users
 
 if TYPE_CHECKING:
     from ..protocol.messages import RequestHeader
@@ -166,6 +167,8 @@ GATES: dict[int, Callable] = {
     46: _cluster(Op.DESCRIBE),  # ListPartitionReassignments
     48: _cluster(Op.DESCRIBE_CONFIGS),  # DescribeClientQuotas
     49: _cluster(Op.ALTER_CONFIGS),  # AlterClientQuotas
+    50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
+    51: _cluster(Op.ALTER),  # AlterUserScramCredentials
 }
 
 
@@ -252,6 +255,8 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
             }
             for x in req.entries
         ]
+    elif api_key in (50, 51):
+        body.update(scram_users.refused(api_key, req, code, _MESSAGES[code]))
     return body
 
 

@@ -9,6 +9,8 @@ notification, so every broker's SCRAM authenticator picks it up. Describe never 
 a secret: a mechanism and its iterations per user.
 
 Alter is answered by the active controller only (NOT_CONTROLLER elsewhere), as in Kafka.
+With an authorizer, Describe needs Cluster Describe and Alter Cluster Alter
+(CLUSTER_AUTHORIZATION_FAILED, answered by :func:`refused`).
 Errors are Kafka's, per user, and a user with any bad alteration is not changed at all:
 empty user name or iterations out of [4096, 16384] -> UNACCEPTABLE_CREDENTIAL, unknown
 mechanism -> UNSUPPORTED_SASL_MECHANISM, the same (user, mechanism) twice ->
@@ -132,7 +134,7 @@ def _describe_zk(zk: KafkaZkClient, users: list[str] | None) -> list[dict]:
 async def handle_describe_user_scram_credentials(
     server: KafkaServer, header: RequestHeader, req: Any
 ) -> dict:
-    # authorization (Cluster Describe, else CLUSTER_AUTHORIZATION_FAILED) hooks in here
+    # Cluster Describe is checked before this runs (broker/server/authorization.py GATES)
     users = None if req.users is None else [u.name for u in req.users]
     try:
         results = await asyncio.to_thread(_describe_zk, server.zk, users)
@@ -228,14 +230,23 @@ def _alter_zk(zk: KafkaZkClient, deletions: list[Any], upsertions: list[Any]) ->
     return results
 
 
+def refused(api_key: int, req: Any, code: ErrorCode, message: str) -> dict:
+    """The whole request refused, as Kafka's getErrorResponse: Describe answers the code at
+    the top and for each requested user, Alter for each user it names (sorted)."""
+    if api_key == 50:
+        users = [u.name for u in req.users or ()]
+        results = [{**_result(u, code, message), "credential_infos": []} for u in users]
+        return {"error_code": code, "error_message": message, "results": results}
+    users = sorted({x.name for x in [*req.deletions, *req.upsertions]})
+    return {"results": [_result(u, code, message) for u in users]}
+
+
 async def handle_alter_user_scram_credentials(
     server: KafkaServer, header: RequestHeader, req: Any
 ) -> dict:
-    users = dict.fromkeys(x.name for x in [*req.deletions, *req.upsertions])
     if not await _controller_here(server):
         message = "This is not the correct controller for this cluster."
-        results = [_result(u, ErrorCode.not_controller, message) for u in users]
-        return {"throttle_time": 0, "results": results}
-    # authorization (Cluster Alter, else CLUSTER_AUTHORIZATION_FAILED per user) hooks in here
+        return {"throttle_time": 0, **refused(51, req, ErrorCode.not_controller, message)}
+    # Cluster Alter is checked before this runs (broker/server/authorization.py GATES)
     results = await asyncio.to_thread(_alter_zk, server.zk, req.deletions, req.upsertions)
     return {"throttle_time": 0, "results": results}
