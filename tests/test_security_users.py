@@ -350,3 +350,35 @@ def test_an_authorizer_needs_cluster_describe_and_alter(cluster_factory):
         assert "SCRAM-SHA-512" in _znode(zk, f"/config/users/{user}")["config"]
     finally:
         outsider.close()
+
+
+def test_alter_is_answered_by_the_controller_only(cluster_factory):
+    c = cluster_factory(2)
+    zk = c.zk_client()
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    other = 1 if controller == 2 else 2
+    user = _user()
+    w = WireClient.for_bootstrap(c.broker(other).address)
+    try:
+        assert _alter(w, [_upsertion(user)], deletions=[("abe", SHA256)]) == [
+            (
+                "abe",
+                ErrorCode.not_controller,
+                "This is not the correct controller for this cluster.",
+            ),
+            (
+                user,
+                ErrorCode.not_controller,
+                "This is not the correct controller for this cluster.",
+            ),
+        ]
+        assert zk.exists(f"/config/users/{user}") is None
+        assert _describe(w, [user]) == {user: (ErrorCode.resource_not_found, [])}
+    finally:
+        w.close()
+    w = WireClient.for_bootstrap(c.broker(controller).address)
+    try:
+        assert _alter(w, [_upsertion(user)]) == [(user, ErrorCode.none, None)]
+    finally:
+        w.close()
+    assert "SCRAM-SHA-512" in _znode(zk, f"/config/users/{user}")["config"]
