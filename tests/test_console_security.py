@@ -15,7 +15,7 @@ import pytest
 from console.models import AuditEntry
 from console.roles import ADMIN, OPERATOR, VIEWER
 
-from .security_helpers import password_works, stored_credentials
+from .scram_helpers import password_works, stored_credentials
 
 pytest_plugins = ["tests.console_helpers"]
 pytestmark = pytest.mark.cluster

@@ -18,7 +18,7 @@ import scramp
 from broker.protocol.errors import ErrorCode
 from broker.security.scram_credentials import credentials_in
 
-from .security_helpers import scram_login
+from .scram_helpers import scram_login
 from .wire import WireClient
 
 SHA256, SHA512 = 1, 2
