@@ -63,7 +63,7 @@ KEYS: dict[str, Key] = {
             "listener.security.protocol.map",
             str,
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-            "Listener name -> security protocol (only PLAINTEXT is implemented)",
+            "Listener name -> security protocol",
         ),
         Key("inter.broker.listener.name", str, None, "Listener brokers use to talk to each other"),
         Key("security.inter.broker.protocol", str, None, "Used when the listener name is unset"),
@@ -222,6 +222,29 @@ KEYS: dict[str, Key] = {
         Key("authorizer.class.name", str, "", "kafka.security.authorizer.AclAuthorizer or acl"),
         Key("super.users", str, "", "Principals every ACL lets through: User:a;User:b"),
         Key("allow.everyone.if.no.acl.found", _bool, False, "Allow a resource without ACLs"),
+        # security (listener_security.py): each may also be set per listener as
+        # listener.name.<listener>.<key>, and <mechanism>.sasl.jaas.config only that way
+        Key("sasl.enabled.mechanisms", _list, ["GSSAPI"], "SASL mechanisms SASL listeners offer"),
+        Key(
+            "sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "SASL mechanism between brokers"
+        ),
+        Key("connections.max.reauth.ms", _int, 0, "KIP-368 re-authentication (0: off)", 0),
+        Key("ssl.keystore.type", str, "JKS", "PEM only (JKS and PKCS12 are Java's)"),
+        Key("ssl.keystore.location", str, None, "PEM file with the private key and certificates"),
+        Key("ssl.keystore.certificate.chain", str, None, "PEM certificate chain (text)"),
+        Key("ssl.keystore.key", str, None, "PEM private key (text)"),
+        Key("ssl.key.password", str, None, "Password of an encrypted private key"),
+        Key("ssl.truststore.type", str, "JKS", "PEM only"),
+        Key("ssl.truststore.location", str, None, "PEM file of trusted CA certificates"),
+        Key("ssl.truststore.certificates", str, None, "PEM trusted CA certificates (text)"),
+        Key("ssl.client.auth", str, "none", "none, requested or required (mTLS)"),
+        Key("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate DN -> principal name"),
+        Key(
+            "ssl.endpoint.identification.algorithm",
+            str,
+            "https",
+            "https: brokers check each other's host names ('' to skip)",
+        ),
         Key("quill.metrics.port", _int, 0, "Port of the Prometheus endpoint (0: none)", 0),
         Key("quill.metrics.host", str, None, "Address of that endpoint (the listener's host)"),
     ]
@@ -295,7 +318,9 @@ class BrokerConfig:
                 self.values[key] = value
             else:
                 self.values[key] = spec.default
-        self.unknown = sorted(set(raw) - set(KEYS) - set(_LOG_KEYS))
+        self.unknown = sorted(
+            k for k in set(raw) - set(KEYS) - set(_LOG_KEYS) if not k.startswith("listener.name.")
+        )  # listener.name.* keys are checked by listener_security.py, refused if unknown
         self._refuse_unsupported()
         self._validate()
 
@@ -310,9 +335,11 @@ class BrokerConfig:
                 f"Invalid value {ts_type} for configuration log.message.timestamp.type: "
                 "must be CreateTime or LogAppendTime"
             )
+        from .listener_security import check_security  # noqa: PLC0415 - both build on this
         from .listeners import Listeners  # noqa: PLC0415 - it builds on this module
 
         self.endpoints = Listeners.from_config(self)
+        check_security(self)
         self._validate_connection_limits()
         self._validate_log_defaults()
         self._validate_authorizer()

@@ -30,6 +30,7 @@ from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
 from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
+from ..security.credential_cache import CredentialCache
 from ..zk.client import KafkaZkClient
 from ..zk.znodes import BrokerInfo, LeaderAndIsr
 from .apis import SUPPORTED, KafkaApis
@@ -38,6 +39,7 @@ from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 from .handlers.fetch_session import FetchSessionCache
+from .listener_security import listener_securities
 from .metadata_cache import MetadataCache
 from .network import SocketServer
 from .quotas import QuotaConfigSync
@@ -78,6 +80,8 @@ class KafkaServer:
             max_idle_ms=config["connections.max.idle.ms"],
         )
         self.authorizer = AclAuthorizer.from_config(config)  # None: no authorization at all
+        self.credential_cache = CredentialCache()  # SCRAM users, from /config/users
+        self.listener_security = listener_securities(config, self.credential_cache)
         self.fetch_sessions = FetchSessionCache()  # KIP-227, for followers and consumers
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
@@ -210,7 +214,9 @@ class KafkaServer:
         self.replicas.on_leadership_change(self.txn_coordinator.on_leadership_change)
         bound_ports = {}
         for endpoint in cfg.endpoints.bind:
-            bound = await self.sockets.listen(endpoint.host, endpoint.port, endpoint.name)
+            bound = await self.sockets.listen(
+                endpoint.host, endpoint.port, endpoint.name, self.listener_security[endpoint.name]
+            )
             self.bound_ports.append(bound)
             bound_ports[endpoint.name] = bound
             log.info("listening on %s://%s:%d", endpoint.name, endpoint.host, bound)
@@ -220,7 +226,9 @@ class KafkaServer:
             self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
         await asyncio.to_thread(self.cluster_sync.start)
-        await asyncio.to_thread(QuotaConfigSync(self.zk, self.quotas, loop).start)
+        await asyncio.to_thread(
+            QuotaConfigSync(self.zk, self.quotas, loop, self.credential_cache).start
+        )
         await asyncio.to_thread(CompactionRequests(self.zk, self.logs, cfg.broker_id, loop).start)
         await self._start_metrics(parse_listener(cfg.listeners[0])[1])
         self.controller = Controller(
@@ -233,11 +241,12 @@ class KafkaServer:
             imbalance_percentage=cfg["leader.imbalance.per.broker.percentage"],
             listener=cfg.endpoints.inter_broker,
         )
-        legacy = next(e for e in registered if e.security_protocol == "PLAINTEXT")
+        # Kafka's legacy host/port fields: the PLAINTEXT endpoint, else null and -1
+        legacy = next((e for e in registered if e.security_protocol == "PLAINTEXT"), None)
         info = BrokerInfo(
             cfg.broker_id,
-            legacy.host,
-            legacy.port,
+            legacy.host if legacy is not None else None,
+            legacy.port if legacy is not None else -1,
             [e.uri for e in registered],
             rack=cfg["broker.rack"],
             protocols={e.name: e.security_protocol for e in registered},

@@ -21,6 +21,13 @@ one else. Connections idle longer than ``connections.max.idle.ms`` are closed, a
 Garbage (negative or absurd sizes, an unknown API key or version, a body that does
 not parse) closes that connection only; the broker and every other connection carry
 on.
+
+Each listener may bring a ``ListenerSecurity`` (``listener_security.py``): a TLS context
+(the handshake runs in its own task, so a slow one holds up no other accept; fetched
+file regions are copied through TLS, sendfile stays for plaintext), the principal of a
+client certificate, and a SASL authenticator that sees every frame until the exchange
+completes (no other request is served before, and frames are limited to Kafka's
+``sasl.server.max.receive.size`` then).
 """
 
 from __future__ import annotations
@@ -29,13 +36,16 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ..protocol.messages import ProtocolError
+from ..security.authenticator import SASL_MAX_RECEIVE_SIZE
 from ..security.principal import ANONYMOUS
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 
@@ -73,6 +83,20 @@ MAX_PENDING_RESPONSES = 1000
 Handler = Callable[["Connection", bytes], Awaitable[Response]]
 
 
+class Security(Protocol):
+    """What a listener asks of its connections (``listener_security.ListenerSecurity``)."""
+
+    name: str
+    ssl_context: Any
+
+    @property
+    def tls(self) -> bool: ...
+
+    def authenticator(self, conn: Connection, api_versions: Handler) -> Any: ...
+
+    def ssl_principal(self, ssl_object: Any) -> Any: ...
+
+
 def then(fut: asyncio.Future, fn: Callable) -> asyncio.Future:
     """A future of ``fn(fut's result)``, computed by a done-callback: a deferred
     response without a task per request. Errors and cancellation pass through."""
@@ -100,10 +124,18 @@ def then(fut: asyncio.Future, fn: Callable) -> asyncio.Future:
 class Connection(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, server: SocketServer, ip: str = "?", listener: str = "PLAINTEXT") -> None:
+    def __init__(
+        self,
+        server: SocketServer,
+        ip: str = "?",
+        listener: str = "PLAINTEXT",
+        security: Security | None = None,
+    ) -> None:
         self.server = server
         self.listener = listener  # the listener's name: metadata answers with its endpoints
+        self.security = security
         self.principal = ANONYMOUS  # replaced by the user a SASL exchange authenticates
+        self.authenticator = None  # a SASL listener's exchange, until it completes
         self.transport: asyncio.Transport | None = None
         self.ip = ip
         self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas
@@ -122,8 +154,10 @@ class Connection(asyncio.Protocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         # asyncio's own loops have loop.sendfile; uvloop does not, so bytes go through pread
-        self.use_sendfile = server.use_sendfile and isinstance(
-            asyncio.get_event_loop(), asyncio.BaseEventLoop
+        self.use_sendfile = (
+            server.use_sendfile
+            and isinstance(asyncio.get_event_loop(), asyncio.BaseEventLoop)
+            and not (security is not None and security.tls)  # TLS encrypts in Python: copy
         )
 
     # -- asyncio.Protocol --------------------------------------------------------------
@@ -132,6 +166,21 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.security is not None:
+            self._secure(transport)
+
+    def _secure(self, transport: asyncio.BaseTransport) -> None:
+        """TLS is up (asyncio calls connection_made after the handshake): take the client
+        certificate's principal; on a SASL listener, start the exchange."""
+        try:
+            principal = self.security.ssl_principal(transport.get_extra_info("ssl_object"))
+        except ValueError as exc:  # no ssl.principal.mapping.rules rule takes the DN
+            log.warning("Failed authentication with %s (SSL): %s", self.peer, exc)
+            self.abort(str(exc))
+            return
+        if principal is not None:
+            self.principal = principal
+        self.authenticator = self.security.authenticator(self, self.server.handler)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -183,16 +232,17 @@ class Connection(asyncio.Protocol):
         self.server.memory_pool.take(len(data))
         buf = self._buf
         buf += data
-        max_size = self.server.max_request_size
+        max_size, min_size, key = self.server.max_request_size, 8, "socket.request.max.bytes"
+        if self.authenticator is not None:  # raw SASL tokens may be short; none may be large
+            max_size, min_size = min(max_size, SASL_MAX_RECEIVE_SIZE), 0
+            key = "sasl.server.max.receive.size"
         arrived = time.perf_counter_ns()
         pos = 0
         end = len(buf)
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 8 or size > max_size:
-                self.abort(
-                    f"request size {size} is outside [8, socket.request.max.bytes={max_size}]"
-                )
+            if size < min_size or size > max_size:
+                self.abort(f"request size {size} is outside [{min_size}, {key}={max_size}]")
                 return
             if end - pos - 4 < size:
                 break
@@ -221,13 +271,22 @@ class Connection(asyncio.Protocol):
                     self._unmute("queue")
                 self._handling = True
                 started = time.perf_counter_ns()
+                auth = self.authenticator
                 try:
-                    response = await self.server.handler(self, frame)
+                    if auth is None:
+                        response = await self.server.handler(self, frame)
+                    else:
+                        response = await auth.handle(self, frame)
                 except ProtocolError as exc:
                     self.abort(str(exc))
                     return
                 finally:
                     self._handling = False
+                if auth is not None and (auth.complete or auth.failed):
+                    self.authenticator = None
+                    if auth.failed:
+                        await self._close_after(response, auth.failed)
+                        return
                 handled = time.perf_counter_ns()
                 if isinstance(response, asyncio.Future) or self._outbox:
                     await self._hold(response, (frame, arrived, started, handled))
@@ -323,6 +382,17 @@ class Connection(asyncio.Protocol):
             else:
                 self.transport.write(part)
 
+    async def _close_after(self, response: Response, reason: str) -> None:
+        """Send the last response (when there is one), then close (SASL failures)."""
+        if response is not None:
+            await self.send(response)
+        if not self._closed:
+            log.info("closing connection from %s: %s", self.peer, reason)
+            self._closed = True
+            self._frames.clear()
+            self._drop_outbox()
+            self.transport.close()  # flushes what was written, unlike abort
+
     def abort(self, reason: str) -> None:
         if not self._closed:
             log.warning("closing connection from %s: %s", self.peer, reason)
@@ -374,6 +444,7 @@ class SocketServer:
         self.use_sendfile = hasattr(os, "sendfile")
         self._listeners: list[socket.socket] = []
         self._tasks: list[asyncio.Task] = []
+        self._handshakes: set[asyncio.Task] = set()
 
     def observe(
         self, frame: bytes, arrived: int, started: int, handled: int, sent: int, remote_ns: int = 0
@@ -381,7 +452,9 @@ class SocketServer:
         """Called once per request with its times (perf_counter_ns); the metrics
         replace it (``broker.metrics``), otherwise it does nothing."""
 
-    async def listen(self, host: str, port: int, listener: str = "PLAINTEXT") -> int:
+    async def listen(
+        self, host: str, port: int, listener: str = "PLAINTEXT", security: Security | None = None
+    ) -> int:
         sock = _listening_socket(host, port)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -390,12 +463,14 @@ class SocketServer:
         if self.receive_buffer > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
         self._listeners.append(sock)
-        self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, listener)))
+        self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, listener, security)))
         if len(self._tasks) == 1 and self.max_idle_ms >= 0:
             self._tasks.append(asyncio.ensure_future(self._close_idle()))
         return sock.getsockname()[1]
 
-    async def _accept_loop(self, sock: socket.socket, listener: str) -> None:
+    async def _accept_loop(
+        self, sock: socket.socket, listener: str, security: Security | None
+    ) -> None:
         """Kafka's Acceptor: wait for a slot under max.connections, accept, count."""
         loop = asyncio.get_running_loop()
         while True:
@@ -412,14 +487,30 @@ class SocketServer:
                 log.info("rejected connection from %s: %s", ip, refused)
                 client.close()
                 continue
-            try:
-                await loop.connect_accepted_socket(
-                    lambda ip=ip: Connection(self, ip, listener), client
-                )
-            except OSError as exc:
-                log.info("connection from %s lost while being set up: %s", ip, exc)
-                self.quotas.release(ip)
-                client.close()
+            setup = self._set_up(client, ip, listener, security)
+            if security is not None and security.tls:  # the TLS handshake: in its own task
+                task = asyncio.ensure_future(setup)
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+            else:
+                await setup
+
+    async def _set_up(
+        self, client: socket.socket, ip: str, listener: str, security: Security | None
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        tls = security.ssl_context if security is not None else None
+        try:
+            await loop.connect_accepted_socket(
+                lambda: Connection(self, ip, listener, security),
+                client,
+                ssl=tls,
+                ssl_handshake_timeout=10.0 if tls is not None else None,
+            )
+        except (OSError, ssl.SSLError) as exc:  # a failed TLS handshake lands here too
+            log.info("connection from %s lost while being set up: %s", ip, exc)
+            self.quotas.release(ip)
+            client.close()
 
     def connection_closed(self, conn: Connection) -> None:
         if conn in self.connections:
@@ -440,7 +531,7 @@ class SocketServer:
                 conn.abort(f"idle for more than connections.max.idle.ms={self.max_idle_ms}")
 
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._handshakes]:
             task.cancel()
         for sock in self._listeners:
             sock.close()

@@ -5,7 +5,11 @@ At start the broker reads every quota entity under ``/config/users`` and
 ``config_change_NNNNNNNNNN`` (``{"version":2,"entity_path":"clients/<id>"}``, as
 kafka-configs, the console and AlterClientQuotas write them) makes it read that
 entity's znode again. Topic and broker entries there are left to ClusterSync, which
-watches those znodes directly.
+watches those znodes directly. A user's znode also holds its SCRAM credentials: they
+go to the CredentialCache the same way (Kafka's UserConfigHandler does both).
+
+Quotas match the request's principal (``request_context.principal``: the user a SASL
+exchange or a client certificate authenticated, else ANONYMOUS) and client id.
 
 Bytes are Kafka's: a produce request's size, a fetch response's record bytes. A
 request over its quota is answered at once with ``throttle_time_ms``, then the
@@ -24,7 +28,6 @@ from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ..quota.manager import (
-    ANONYMOUS,
     FETCH,
     PRODUCE,
     REQUEST,
@@ -35,6 +38,7 @@ from ..zk.znodes import ConfigEntityChangeNotificationZNode
 from . import request_context
 
 if TYPE_CHECKING:
+    from ..security.credential_cache import CredentialCache
     from ..zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
@@ -44,12 +48,17 @@ class QuotaConfigSync:
     """Keeps a ClientQuotaManager's entities equal to ZooKeeper's."""
 
     def __init__(
-        self, zk: KafkaZkClient, quotas: ClientQuotaManager, loop: asyncio.AbstractEventLoop
+        self,
+        zk: KafkaZkClient,
+        quotas: ClientQuotaManager,
+        loop: asyncio.AbstractEventLoop,
+        credentials: CredentialCache | None = None,
     ) -> None:
         self.zk = zk
         self.client = zk.zk
         self.quotas = quotas
         self.loop = loop
+        self.credentials = credentials
         self._last_change: int | None = None  # None until the watch first fires
 
     def start(self) -> None:
@@ -96,6 +105,9 @@ class QuotaConfigSync:
             log.error("ignoring config of %s: not Kafka's JSON", path)
             return
         self.loop.call_soon_threadsafe(self.quotas.update, entity, config)
+        user, client = entity
+        if self.credentials is not None and user is not None and client is None:
+            self.loop.call_soon_threadsafe(self.credentials.update, user, config)
 
 
 class TimedCoroutine:
@@ -131,9 +143,14 @@ class TimedCoroutine:
                 value, error = None, exc
 
 
+def _user() -> str:
+    """The quota user of the current request: its principal's name."""
+    return request_context.principal.get().name
+
+
 def request_throttle(quotas: ClientQuotaManager, client_id: str | None, nanos: int) -> int:
     """Record a request's handler time as Kafka does (percent of one thread x seconds)."""
-    return _throttle(quotas.record(REQUEST, ANONYMOUS, client_id or "", nanos * 100 / 1e9))
+    return _throttle(quotas.record(REQUEST, _user(), client_id or "", nanos * 100 / 1e9))
 
 
 def _throttle(throttle_ms: int) -> int:
@@ -144,13 +161,14 @@ def _throttle(throttle_ms: int) -> int:
 
 def produce_throttle(quotas: ClientQuotaManager, client_id: str | None, request_size: int) -> int:
     """Record a produce request's size; the throttle time in ms."""
-    return _throttle(quotas.record(PRODUCE, ANONYMOUS, client_id or "", request_size))
+    return _throttle(quotas.record(PRODUCE, _user(), client_id or "", request_size))
 
 
 def fetch_throttle(quotas: ClientQuotaManager, client_id: str | None, response_bytes: int) -> int:
     """Record a consumer fetch's bytes; a throttled fetch is answered empty, so its bytes
     are taken back (Kafka's handleFetchRequest)."""
-    throttle_ms = quotas.record(FETCH, ANONYMOUS, client_id or "", response_bytes)
+    user = _user()
+    throttle_ms = quotas.record(FETCH, user, client_id or "", response_bytes)
     if throttle_ms > 0:
-        quotas.unrecord(FETCH, ANONYMOUS, client_id or "", response_bytes)
+        quotas.unrecord(FETCH, user, client_id or "", response_bytes)
     return _throttle(throttle_ms)

@@ -1,0 +1,219 @@
+"""What each listener asks of its connections: TLS, SASL, or neither, from Kafka's keys.
+
+Every ``ssl.*`` and ``sasl.*`` key may be set for one listener as
+``listener.name.<listener>.<key>`` (the listener name lower-cased, as Kafka writes it),
+and the JAAS login module of a mechanism only that way:
+``listener.name.sasl_ssl.plain.sasl.jaas.config=...PlainLoginModule required
+user_alice="alice-secret";``. PLAIN's users come from that config; SCRAM's from
+ZooKeeper (``/config/users/<user>``, through the CredentialCache). Start-up is refused,
+naming the key, for a mechanism Quill lacks (GSSAPI, OAUTHBEARER), PLAIN without a JAAS
+config, a TLS listener without a PEM keystore, an unknown ``listener.name.*`` key, and
+``connections.max.reauth.ms`` > 0 (KIP-368 re-authentication is not implemented).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cryptography import x509
+
+from ..security.authenticator import SaslServerAuthenticator
+from ..security.credential_cache import CredentialCache
+from ..security.jaas import JaasConfig, parse_jaas_config
+from ..security.principal import KafkaPrincipal
+from ..security.principal_mapping import SslPrincipalMapper
+from ..security.sasl_plain import PlainServer
+from ..security.sasl_scram import ScramServer
+from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
+from ..security.ssl_factory import SslConfigError, server_context
+from .config import KEYS, ConfigError
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
+    from .listeners import EndPoint
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+#: keys a listener may override with listener.name.<listener>.<key>
+LISTENER_KEYS = {
+    k
+    for k in KEYS
+    if k.startswith(("ssl.", "sasl.")) and k != "sasl.mechanism.inter.broker.protocol"
+}
+JAAS_SUFFIX = ".sasl.jaas.config"
+
+
+def _prefix(listener: str) -> str:
+    return f"listener.name.{listener.lower()}."
+
+
+def listener_value(cfg: BrokerConfig, listener: str, key: str) -> Any:
+    """The listener's own value of ``key`` if set, else the broker-wide one."""
+    raw = cfg.raw.get(_prefix(listener) + key)
+    if raw is None:
+        return cfg[key]
+    try:
+        return KEYS[key].parse(raw)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"Invalid value {raw!r} for configuration {_prefix(listener)}{key}: {exc}"
+        ) from None
+
+
+def jaas_config(cfg: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
+    key = f"{_prefix(listener)}{mechanism.lower()}{JAAS_SUFFIX}"
+    text = cfg.raw.get(key)
+    if text is None:
+        return None
+    try:
+        return parse_jaas_config(text)
+    except ValueError as exc:
+        raise ConfigError(f"Invalid value for configuration {key}: {exc}") from None
+
+
+@dataclass
+class ListenerSasl:
+    """A SASL listener's mechanisms; ``server(m)`` starts one exchange."""
+
+    listener: str
+    enabled: list[str]
+    plain_users: dict[str, str]
+    credentials: CredentialCache
+
+    def server(self, mechanism: str):
+        if mechanism == "PLAIN":
+            return PlainServer(self.plain_users)
+        return ScramServer(mechanism, self.credentials)
+
+
+@dataclass
+class ListenerSecurity:
+    """Handed to the socket server with each listener (``SocketServer.listen``)."""
+
+    name: str
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    sasl: ListenerSasl | None = None
+    principal_mapper: SslPrincipalMapper | None = field(default=None)
+
+    @property
+    def tls(self) -> bool:
+        return self.ssl_context is not None
+
+    def authenticator(self, conn: Any, api_versions) -> SaslServerAuthenticator | None:
+        if self.sasl is None:
+            return None
+        return SaslServerAuthenticator(self.sasl, api_versions, conn.peer, self.name)
+
+    def ssl_principal(self, ssl_object: Any) -> KafkaPrincipal | None:
+        """On an SSL listener: ``User:<mapped DN>`` of the client certificate, ANONYMOUS
+        (None) without one. NoMatchingRule when no mapping rule takes the DN."""
+        if self.principal_mapper is None or ssl_object is None:
+            return None
+        der = ssl_object.getpeercert(binary_form=True)
+        if not der:
+            return None
+        dn = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+        return KafkaPrincipal.user(self.principal_mapper.name(dn))
+
+
+def build_listener_security(
+    cfg: BrokerConfig, endpoint: EndPoint, credentials: CredentialCache
+) -> ListenerSecurity:
+    protocol, name = endpoint.security_protocol, endpoint.name
+    sec = ListenerSecurity(name, protocol)
+    if protocol in ("SSL", "SASL_SSL"):
+        settings = {k: listener_value(cfg, name, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
+        try:
+            sec.ssl_context = server_context(
+                settings, _prefix(name) if _has_prefixed(cfg, name) else ""
+            )
+        except SslConfigError as exc:
+            raise ConfigError(f"Listener {endpoint.uri}: {exc}") from None
+        if protocol == "SSL":
+            rules = listener_value(cfg, name, "ssl.principal.mapping.rules")
+            try:
+                sec.principal_mapper = SslPrincipalMapper(rules)
+            except ValueError as exc:
+                raise ConfigError(f"Invalid value for ssl.principal.mapping.rules: {exc}") from None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        enabled = listener_value(cfg, name, "sasl.enabled.mechanisms")
+        unsupported = [m for m in enabled if m not in SUPPORTED_MECHANISMS]
+        if unsupported or not enabled:
+            raise ConfigError(
+                f"Listener {endpoint.uri}: sasl.enabled.mechanisms={','.join(enabled)}: "
+                f"Quill implements {', '.join(SUPPORTED_MECHANISMS)} "
+                f"(not {', '.join(unsupported) or 'an empty list'})"
+            )
+        users: dict[str, str] = {}
+        if "PLAIN" in enabled:
+            jaas = jaas_config(cfg, name, "PLAIN")
+            if jaas is None:
+                raise ConfigError(
+                    f"Listener {endpoint.uri} enables PLAIN but has no "
+                    f"{_prefix(name)}plain{JAAS_SUFFIX} (PlainLoginModule with user_<name>=...)"
+                )
+            users = jaas.plain_users()
+        sec.sasl = ListenerSasl(name, list(enabled), users, credentials)
+    return sec
+
+
+def _has_prefixed(cfg: BrokerConfig, listener: str) -> bool:
+    return any(k.startswith(_prefix(listener)) for k in cfg.raw)
+
+
+def check_security(cfg: BrokerConfig) -> None:
+    """Start-up checks of the security keys; the listeners' contexts are built here once
+    so a bad keystore stops start-up with the key named."""
+    if cfg["connections.max.reauth.ms"] > 0:
+        raise ConfigError(
+            f"Unsupported configuration connections.max.reauth.ms="
+            f"{cfg['connections.max.reauth.ms']}: KIP-368 re-authentication is not "
+            "implemented; remove it or set 0"
+        )
+    names = {e.name.lower() for e in cfg.endpoints.bind}
+    for key in (k for k in cfg.raw if k.startswith("listener.name.")):
+        rest = key[len("listener.name.") :]
+        listener, _, sub = rest.partition(".")
+        ok = listener in names and (
+            sub in LISTENER_KEYS
+            or (
+                sub.endswith(JAAS_SUFFIX)
+                and sub[: -len(JAAS_SUFFIX)].upper() in SUPPORTED_MECHANISMS
+            )
+        )
+        if not ok:
+            raise ConfigError(
+                f"Unsupported configuration {key}: Quill takes listener.name.<listener>.<key> "
+                f"for a listener in listeners ({', '.join(sorted(names))}) and the ssl.*/sasl.* "
+                "keys, or <mechanism>.sasl.jaas.config"
+            )
+    securities = listener_securities(cfg, CredentialCache())
+    inter = next(e for e in cfg.endpoints.advertised if e.name == cfg.endpoints.inter_broker)
+    if inter.security_protocol.startswith("SASL"):
+        mechanism = cfg["sasl.mechanism.inter.broker.protocol"]
+        enabled = securities[inter.name].sasl.enabled
+        if mechanism not in enabled:
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the "
+                f"inter-broker listener {inter.name} (sasl.enabled.mechanisms="
+                f"{','.join(enabled)})"
+            )
+        jaas = jaas_config(cfg, inter.name, mechanism)
+        if jaas is None or not jaas.username or jaas.password is None:
+            raise ConfigError(
+                f"the inter-broker listener {inter.name} uses SASL {mechanism}: "
+                f"{_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
+                'own username="..." password="..."'
+            )
+
+
+def listener_securities(
+    cfg: BrokerConfig, credentials: CredentialCache
+) -> dict[str, ListenerSecurity]:
+    """Listener name -> its ListenerSecurity, the SCRAM ones reading ``credentials``."""
+    return {e.name: build_listener_security(cfg, e, credentials) for e in cfg.endpoints.bind}

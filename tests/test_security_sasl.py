@@ -1,0 +1,405 @@
+"""SASL on a real broker: a SASL_PLAINTEXT listener (PLAIN users from its JAAS config,
+SCRAM-SHA-256/512 users from ZooKeeper) beside the PLAINTEXT one, used by
+confluent-kafka, kafka-python, aiokafka and a raw socket. Asserts the records that go
+through, Kafka's error codes for what must not, closed connections, the broker's log
+line naming the principal and address, and that the broker keeps serving everyone."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from scramp import ScramClient
+
+from quill_stack import ports
+from tests.security_helpers import PLAIN_JAAS, delete_scram_user, jaas, set_scram_user
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "sasl-records"
+PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
+SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
+MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+
+
+@pytest.fixture(scope="module")
+def sasl_cluster(cluster_factory):
+    sasl_port = ports.free_ports(1)[0]
+    listeners = lambda _b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    )
+    cluster = cluster_factory(
+        1,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "sasl.enabled.mechanisms": MECHANISMS,
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS, **{f"user_{u}": p for u, p in PLAIN_USERS.items()}
+            ),
+            "auto.create.topics.enable": "false",
+        },
+    )
+    cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    cluster.sasl_port = sasl_port
+    zk = cluster.zk_client()
+    set_scram_user(zk, SCRAM_USER, SCRAM_PASSWORD)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    cluster.zk = zk
+    return cluster
+
+
+def _conf(cluster, mechanism: str, user: str, password: str, **extra) -> dict:
+    return {
+        "bootstrap.servers": cluster.sasl_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+        **extra,
+    }
+
+
+def _round_trip(conf: dict, values: list[bytes], group: str) -> list[tuple[int, bytes]]:
+    """Produce ``values``, consume them back from the start: (offset, value) pairs."""
+    producer = Producer(conf)
+    for value in values:
+        producer.produce(TOPIC, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([TOPIC])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and not set(values) <= {v for _, v in got}:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return [(o, v) for o, v in got if v in values]
+
+
+def _broker_log(cluster) -> str:
+    return Path(cluster.brokers[0].log_path).read_text(errors="replace")
+
+
+def _wait_log(cluster, text: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in _broker_log(cluster):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the broker never logged {text!r}")
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "user", "password"),
+    [
+        ("PLAIN", "alice", PLAIN_USERS["alice"]),
+        ("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
+        ("SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD),
+    ],
+)
+def test_confluent_kafka_produces_and_consumes_over_sasl(sasl_cluster, mechanism, user, password):
+    values = [f"{mechanism}-{i}".encode() for i in range(5)]
+    got = _round_trip(_conf(sasl_cluster, mechanism, user, password), values, f"g-{mechanism}")
+    assert [v for _, v in got] == values
+    offsets = [o for o, _ in got]
+    assert offsets == list(range(offsets[0], offsets[0] + 5))
+
+
+def _auth_error(conf: dict, timeout: float = 30.0) -> str:
+    """The error librdkafka reports for this client's first connection attempts."""
+    errors = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not errors:
+        producer.poll(0.2)
+    assert errors, "no error reported"
+    return errors[0].str()
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "user", "password"),
+    [
+        ("PLAIN", "alice", "not-her-password"),
+        ("PLAIN", "mallory", "anything"),
+        ("SCRAM-SHA-256", SCRAM_USER, "wrong"),
+        ("SCRAM-SHA-512", "nobody", "wrong"),
+    ],
+)
+def test_wrong_credentials_are_refused_and_logged(sasl_cluster, mechanism, user, password):
+    error = _auth_error(_conf(sasl_cluster, mechanism, user, password))
+    assert "Authentication failed" in error
+    _wait_log(sasl_cluster, f"principal User:{user}")
+    assert "Failed authentication with 127.0.0.1:" in _broker_log(sasl_cluster)
+    # the broker still serves everyone else
+    good = AdminClient(_conf(sasl_cluster, "PLAIN", "alice", PLAIN_USERS["alice"]))
+    assert TOPIC in good.list_topics(timeout=30).topics
+
+
+def _python_client_auth(cluster, mechanism: str, user: str, password: str) -> dict:
+    """kafka-python's and aiokafka's (shared) keyword arguments for SASL_PLAINTEXT."""
+    return {
+        "bootstrap_servers": cluster.sasl_bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+
+
+def test_kafka_python_plain_and_scram(sasl_cluster):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    for mechanism, user, password in [
+        ("PLAIN", "alice", PLAIN_USERS["alice"]),
+        ("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD),
+    ]:
+        auth = _python_client_auth(sasl_cluster, mechanism, user, password)
+        producer = KafkaProducer(**auth)
+        value = f"kafka-python-{mechanism}".encode()
+        meta = producer.send(TOPIC, value).get(timeout=30)
+        producer.close()
+        consumer = KafkaConsumer(**auth, consumer_timeout_ms=20000, auto_offset_reset="earliest")
+        tp = TopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, meta.offset)
+        record = next(iter(consumer))
+        consumer.close()
+        assert (record.offset, record.value) == (meta.offset, value)
+
+
+def test_aiokafka_plain_and_scram(sasl_cluster):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def run(mechanism: str, user: str, password: str) -> tuple[int, int, bytes]:
+        auth = _python_client_auth(sasl_cluster, mechanism, user, password)
+        producer = AIOKafkaProducer(**auth)
+        await producer.start()
+        value = f"aiokafka-{mechanism}".encode()
+        try:
+            meta = await producer.send_and_wait(TOPIC, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**auth)
+        await consumer.start()
+        try:
+            tp = TopicPartition(TOPIC, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, meta.offset)
+            record = await asyncio.wait_for(consumer.getone(), 30)
+        finally:
+            await consumer.stop()
+        return meta.offset, record.offset, record.value
+
+    for mechanism, user, password in [
+        ("PLAIN", "alice", PLAIN_USERS["alice"]),
+        ("SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD),
+    ]:
+        sent, read, value = asyncio.run(run(mechanism, user, password))
+        assert (read, value) == (sent, f"aiokafka-{mechanism}".encode())
+
+
+def test_scram_user_changes_apply_at_once(sasl_cluster):
+    """A user added, its password changed, then deleted in ZooKeeper: each change is
+    picked up from /config/changes without a restart."""
+    zk = sasl_cluster.zk
+    user = "dave"
+
+    def can_log_in(password: str) -> bool:
+        admin = AdminClient(_conf(sasl_cluster, "SCRAM-SHA-512", user, password))
+        try:
+            admin.list_topics(timeout=8)
+            return True
+        except KafkaException:
+            return False
+
+    def eventually(check, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return True
+        return False
+
+    assert not can_log_in("first")
+    set_scram_user(zk, user, "first")
+    assert eventually(lambda: can_log_in("first"))
+    set_scram_user(zk, user, "second")
+    assert eventually(lambda: can_log_in("second"))
+    assert not can_log_in("first")
+    delete_scram_user(zk, user)
+    assert eventually(lambda: not can_log_in("second"))
+
+
+# -- the wire: exact codes, closed connections --------------------------------------
+
+
+class Raw(WireClient):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _raw(cluster) -> Raw:
+    return Raw("127.0.0.1", cluster.sasl_port)
+
+
+def _closed(client: WireClient) -> bool:
+    return client.is_closed_by_peer(timeout=10)
+
+
+def test_no_request_is_served_before_authentication(sasl_cluster):
+    with _raw(sasl_cluster) as c:
+        versions = c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        keys = {k.api_key for k in versions.api_keys}
+        assert {17, 36} <= keys
+        c.correlation += 1
+        from broker.protocol.messages import RequestHeader, build, encode_request, request_schema
+
+        body = build(request_schema(3, 9), {"topics": None})
+        c.send_raw(encode_request(RequestHeader(3, 9, c.correlation, "t"), body))
+        assert _closed(c)  # Kafka closes: no Metadata for an unauthenticated client
+
+
+def test_unknown_mechanism_gets_the_enabled_list_then_a_closed_connection(sasl_cluster):
+    with _raw(sasl_cluster) as c:
+        resp = c.request(17, 1, {"mechanism": "GSSAPI"})
+        assert resp.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
+        assert list(resp.mechanisms) == MECHANISMS.split(",")
+        assert _closed(c)
+
+
+def test_plain_bad_tokens_get_sasl_authentication_failed(sasl_cluster):
+    for token in [
+        b"\0alice\0wrong",
+        b"garbage without separators",
+        b"\xff\xfe\0alice\0alice-secret",
+        b"\0alice\0alice-secret\0extra",
+        b"bob\0alice\0alice-secret",  # an authorization id other than the user
+        b"",
+    ]:
+        with _raw(sasl_cluster) as c:
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+            resp = c.request(36, 2, {"auth_bytes": token})
+            assert resp.error_code == 58, token  # SASL_AUTHENTICATION_FAILED
+            assert resp.error_message
+            assert _closed(c)
+
+
+def test_plain_success_then_requests_then_no_second_handshake(sasl_cluster):
+    with _raw(sasl_cluster) as c:
+        assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+        resp = c.request(36, 2, {"auth_bytes": b"\0alice\0alice-secret"})
+        assert resp.error_code == 0
+        meta = c.request(3, 9, {"topics": [{"name": TOPIC}]})
+        assert [t.name for t in meta.topics] == [TOPIC]
+        assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 34  # ILLEGAL_SASL_STATE
+        assert c.request(36, 2, {"auth_bytes": b"x"}).error_code == 34
+
+
+def test_handshake_v0_then_raw_tokens(sasl_cluster):
+    """Kafka 0.10's framing: after SaslHandshake v0 the token is a bare size-prefixed
+    frame, answered the same way."""
+    with _raw(sasl_cluster) as c:
+        assert c.request(17, 0, {"mechanism": "PLAIN"}).error_code == 0
+        token = b"\0alice\0alice-secret"
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert c.read_frame() == b""  # PLAIN's empty server token
+        meta = c.request(3, 9, {"topics": [{"name": TOPIC}]})
+        assert [t.name for t in meta.topics] == [TOPIC]
+    with _raw(sasl_cluster) as c:
+        assert c.request(17, 0, {"mechanism": "PLAIN"}).error_code == 0
+        token = b"\0alice\0wrong"
+        c.send_raw(struct.pack(">i", len(token)) + token)
+        assert _closed(c)
+
+
+def _scram_first(c: WireClient, mechanism: str, password: str) -> ScramClient:
+    scram = ScramClient([mechanism], SCRAM_USER, password)
+    assert c.request(17, 1, {"mechanism": mechanism}).error_code == 0
+    resp = c.request(36, 2, {"auth_bytes": scram.get_client_first().encode()})
+    assert resp.error_code == 0
+    scram.set_server_first(resp.auth_bytes.decode())
+    return scram
+
+
+def test_scram_over_the_wire_and_a_replayed_final_message(sasl_cluster):
+    mechanism = "SCRAM-SHA-256"
+    with _raw(sasl_cluster) as c:
+        scram = _scram_first(c, mechanism, SCRAM_PASSWORD)
+        final = scram.get_client_final()
+        resp = c.request(36, 2, {"auth_bytes": final.encode()})
+        assert resp.error_code == 0
+        scram.set_server_final(resp.auth_bytes.decode())  # the server proved itself too
+    with _raw(sasl_cluster) as c:  # the same final message on a new exchange: a new nonce
+        _scram_first(c, mechanism, SCRAM_PASSWORD)
+        resp = c.request(36, 2, {"auth_bytes": final.encode()})
+        assert resp.error_code == 58
+        assert _closed(c)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [b"n,,n=carol", b"n,,", b"", b"\xff\xff", b"n,,n=carol,r=", b"p=tls-unique,,n=carol,r=abc"],
+)
+def test_truncated_or_malformed_scram_messages(sasl_cluster, first):
+    with _raw(sasl_cluster) as c:
+        assert c.request(17, 1, {"mechanism": "SCRAM-SHA-512"}).error_code == 0
+        resp = c.request(36, 2, {"auth_bytes": first})
+        assert resp.error_code == 58
+        assert _closed(c)
+
+
+def test_truncated_scram_final_message(sasl_cluster):
+    with _raw(sasl_cluster) as c:
+        scram = _scram_first(c, "SCRAM-SHA-512", SCRAM_PASSWORD)
+        final = scram.get_client_final()
+        resp = c.request(36, 2, {"auth_bytes": final[: len(final) // 2].encode()})
+        assert resp.error_code == 58
+        assert _closed(c)
+
+
+def test_garbage_before_and_during_the_exchange_closes_only_that_connection(sasl_cluster):
+    with _raw(sasl_cluster) as c:  # absurd size
+        c.send_raw(b"\x7f\xff\xff\xff" + b"x" * 16)
+        assert _closed(c)
+    with _raw(sasl_cluster) as c:  # a frame too short for a header
+        c.send_raw(struct.pack(">i", 3) + b"abc")
+        assert _closed(c)
+    with _raw(sasl_cluster) as c:  # garbage after the handshake
+        assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+        c.send_raw(struct.pack(">i", 12) + b"\x00\x24\x00\x02" + b"\xff" * 8)
+        assert _closed(c)
+    with _raw(sasl_cluster) as c:  # a TLS ClientHello on the SASL_PLAINTEXT port
+        c.send_raw(bytes.fromhex("16030100a5010000a10303") + b"\0" * 64)
+        assert _closed(c)
+    good = AdminClient(_conf(sasl_cluster, "PLAIN", "alice", PLAIN_USERS["alice"]))
+    assert TOPIC in good.list_topics(timeout=30).topics
+
+
+def test_plaintext_listener_answers_sasl_requests_with_illegal_state(sasl_cluster):
+    host, port = sasl_cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    with Raw(host, int(port)) as c:
+        assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 34
+        assert c.request(36, 0, {"auth_bytes": b"\0alice\0alice-secret"}).error_code == 34
+        meta = c.request(3, 9, {"topics": [{"name": TOPIC}]})
+        assert [t.name for t in meta.topics] == [TOPIC]
+
+
+def test_sasl_port_stays_up(sasl_cluster):
+    """After everything above: still one broker process, accepting."""
+    assert sasl_cluster.brokers[0].alive()
+    with socket.create_connection(("127.0.0.1", sasl_cluster.sasl_port), timeout=10):
+        pass
