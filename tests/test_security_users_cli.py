@@ -1,22 +1,41 @@
 """quill-configs --entity-type users end to end, as an operator types it: SCRAM credentials
 added, described (mechanisms and iterations, never a secret), deleted; user quotas beside
-them; Kafka's refusals for bad input."""
+them; Kafka's refusals for bad input. The broker also has a SASL_PLAINTEXT listener: a
+user made with quill-configs logs in with confluent-kafka at once, and no longer can
+after --delete-config; quill-configs itself works as that user with --command-config."""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 
 from broker.security.scram_credentials import credentials_in
+from quill_stack import ports
 
-from .cli_helpers import tool
+from .cli_helpers import cli, tool
 
 
 @pytest.fixture(scope="module")
 def broker(cluster_factory):
-    return cluster_factory(1)
+    sasl_port = ports.free_ports(1)[0]
+    listeners = lambda _b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    )
+    cluster = cluster_factory(
+        1,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        },
+    )
+    cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    return cluster
 
 
 def _configs(broker, command: str):
@@ -121,3 +140,86 @@ def test_bad_input_is_refused_and_changes_nothing(broker, command, message):
     assert run.code == 1
     assert message in run.err
     assert broker.zk_client().exists(f"/config/users/{user}") is None
+
+
+def _sasl(broker, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> dict:
+    return {
+        "bootstrap.servers": broker.sasl_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def _logs_in(conf: dict, timeout: float = 30.0) -> bool:
+    """True once the client reads metadata over SASL; False on an authentication
+    failure (librdkafka's _AUTHENTICATION error)."""
+    errors: list = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            return False
+        try:
+            producer.list_topics(timeout=1)
+            return True
+        except Exception:  # not yet: the connection is still being set up
+            producer.poll(0.2)
+    raise AssertionError(f"neither a login nor a refusal within {timeout}s: {errors}")
+
+
+def _settles(conf: dict, expected: bool, timeout: float = 60.0) -> bool:
+    """The login result once the brokers have picked up the change (a change
+    notification away): retried until it is ``expected`` or the time is up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _logs_in(conf)
+        if got == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def test_a_user_made_with_quill_configs_logs_in_until_deleted(broker, tmp_path):
+    user = f"dave-{uuid.uuid4().hex[:6]}"
+    run = _configs(
+        broker,
+        "--alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=dave-secret]' "
+        f"--entity-type users --entity-name {user}",
+    )
+    assert (run.code, run.err) == (0, "")
+    assert _settles(_sasl(broker, user, "dave-secret"), True)
+    assert not _logs_in(_sasl(broker, user, "not-daves"))
+
+    # the tool itself as that user, over SASL, from a client properties file
+    props = tmp_path / "dave.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.username={user}\nsasl.password=dave-secret\n"
+    )
+    run = cli(
+        "configs",
+        "--bootstrap-server",
+        broker.sasl_bootstrap,
+        "--command-config",
+        str(props),
+        "--alter",
+        "--add-config",
+        "SCRAM-SHA-256=[password=dave-256]",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+    )
+    assert (run.code, run.err) == (0, "")
+    assert _settles(_sasl(broker, user, "dave-256", "SCRAM-SHA-256"), True)
+
+    run = _configs(
+        broker, f"--alter --delete-config SCRAM-SHA-512 --entity-type users --entity-name {user}"
+    )
+    assert (run.code, run.err) == (0, "")
+    assert not _settles(_sasl(broker, user, "dave-secret"), False)
+    assert _logs_in(_sasl(broker, user, "dave-256", "SCRAM-SHA-256"))
+    admin = AdminClient(_sasl(broker, user, "dave-256", "SCRAM-SHA-256"))
+    described = admin.describe_user_scram_credentials([user])[user].result(timeout=30)
+    assert [i.iterations for i in described.scram_credential_infos] == [4096]
