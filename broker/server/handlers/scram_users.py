@@ -20,6 +20,7 @@ DUPLICATE_RESOURCE, deleting a credential that does not exist -> RESOURCE_NOT_FO
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -101,14 +102,15 @@ def describe(users: list[str] | None, configs: UserConfigs, all_users: list[str]
         found = (_describe_user(u, configs(u), explicit=False) for u in sorted(all_users))
         return [r for r in found if r is not None]
     results: dict[str, dict] = {}
-    for user in dict.fromkeys(users):
+    counts = Counter(users)
+    for user in counts:
         if user == "":
             message = "Cannot describe SCRAM credentials for empty username"
             results[user] = {
                 **_result(user, ErrorCode.resource_not_found, message),
                 "credential_infos": [],
             }
-        elif users.count(user) > 1:
+        elif counts[user] > 1:
             message = (
                 "Cannot describe SCRAM credentials for the same user twice in a single "
                 f"request: {user}"
@@ -192,10 +194,13 @@ def plan_alterations(
         )
         for user, message in illegal.items()
     ]
-    pairs = [(x.name, x.mechanism) for x in [*upsertions, *deletions] if x.name not in illegal]
-    duplicated = list(dict.fromkeys(user for user, mech in pairs if pairs.count((user, mech)) > 1))
+    pairs = Counter(
+        (x.name, x.mechanism) for x in [*upsertions, *deletions] if x.name not in illegal
+    )
+    duplicated = list(dict.fromkeys(user for (user, _), n in pairs.items() if n > 1))
     results += [_result(user, ErrorCode.duplicate_resource, DUPLICATE) for user in duplicated]
-    valid = [user for user in dict.fromkeys(user for user, _ in pairs) if user not in duplicated]
+    skip = set(duplicated)
+    valid = [user for user in dict.fromkeys(user for user, _ in pairs) if user not in skip]
     current = {user: dict(configs(user)) for user in valid}
     missing = list(
         dict.fromkeys(
@@ -205,7 +210,8 @@ def plan_alterations(
         )
     )
     results += [_result(user, ErrorCode.resource_not_found, NOT_FOUND) for user in missing]
-    changed = {user: config for user, config in current.items() if user not in missing}
+    gone = set(missing)
+    changed = {user: config for user, config in current.items() if user not in gone}
     for d in deletions:
         if d.name in changed:
             changed[d.name].pop(MECHANISM_NAMES[d.mechanism], None)
