@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import Consumer, Producer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -91,10 +93,12 @@ class Pki:
         *,
         ou: str | None = None,
         hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
-        days: int = 30,
+        expired: bool = False,
     ) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
+        if expired:
+            now -= datetime.timedelta(days=40)
         sans: list[x509.GeneralName] = []
         for host in hosts:
             try:
@@ -108,7 +112,7 @@ class Pki:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=days))
+            .not_valid_after(now + datetime.timedelta(days=30))
         )
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -144,6 +148,14 @@ def delete_scram_user(zk, user: str) -> None:
     _write_user(zk, user, {})
 
 
+def set_user_quota(zk, user: str, **quotas: int) -> None:
+    """``producer_byte_rate=...`` etc. in ``/config/users/<user>``, credentials kept."""
+    path = ConfigEntityZNode.path("users", user)
+    config = ConfigEntityZNode.decode(zk.get(path)[0]) if zk.exists(path) else {}
+    config.update({k: str(v) for k, v in quotas.items()})
+    _write_user(zk, user, config)
+
+
 def _write_user(zk, user: str, config: dict) -> None:
     path = ConfigEntityZNode.path("users", user)
     data = ConfigEntityZNode.encode(config)
@@ -158,3 +170,35 @@ def _write_user(zk, user: str, config: dict) -> None:
         sequence=True,
         makepath=True,
     )
+
+
+def round_trip(conf: dict, topic: str, values: list[bytes], group: str) -> list[tuple[int, bytes]]:
+    """Produce ``values`` with confluent-kafka, consume them back from the start as
+    ``group``: their (offset, value) pairs in the order read."""
+    producer = Producer(conf)
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and not set(values) <= {v for _, v in got}:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return [(o, v) for o, v in got if v in values]
+
+
+def first_error(conf: dict, timeout: float = 30.0) -> str:
+    """The first error librdkafka reports for a client with ``conf`` (its error_cb)."""
+    errors = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not errors:
+        producer.poll(0.2)
+    assert errors, "no error reported"
+    return errors[0].str()

@@ -5,7 +5,6 @@ throttling seen in librdkafka's statistics (``brokers.*.throttle``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -16,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.zk.client import KafkaZkClient
 
-from .quota_helpers import wait_log
+from .quota_helpers import Throttles, wait_log
 
 QUOTA = 100_000  # bytes/s
 RECORD = 1000
@@ -53,17 +52,6 @@ def _topic(broker, prefix: str) -> str:
     )[name]
     fut.result(timeout=30)
     return name
-
-
-class Throttles:
-    """librdkafka's stats_cb: the largest throttle time any broker reported."""
-
-    def __init__(self) -> None:
-        self.max_ms = 0
-
-    def __call__(self, raw: str) -> None:
-        for b in json.loads(raw).get("brokers", {}).values():
-            self.max_ms = max(self.max_ms, b.get("throttle", {}).get("max", 0))
 
 
 def _produce(broker, topic: str, client_id: str, total: int) -> Throttles:

@@ -13,12 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
 from quill_stack import ports
-from tests.security_helpers import PLAIN_JAAS, delete_scram_user, jaas, set_scram_user
+from tests.security_helpers import (
+    PLAIN_JAAS,
+    delete_scram_user,
+    first_error,
+    jaas,
+    round_trip,
+    set_scram_user,
+)
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -68,26 +75,6 @@ def _conf(cluster, mechanism: str, user: str, password: str, **extra) -> dict:
     }
 
 
-def _round_trip(conf: dict, values: list[bytes], group: str) -> list[tuple[int, bytes]]:
-    """Produce ``values``, consume them back from the start: (offset, value) pairs."""
-    producer = Producer(conf)
-    for value in values:
-        producer.produce(TOPIC, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([TOPIC])
-    got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and not set(values) <= {v for _, v in got}:
-            msg = consumer.poll(1.0)
-            if msg is not None and msg.error() is None:
-                got.append((msg.offset(), msg.value()))
-    finally:
-        consumer.close()
-    return [(o, v) for o, v in got if v in values]
-
-
 def _broker_log(cluster) -> str:
     return Path(cluster.brokers[0].log_path).read_text(errors="replace")
 
@@ -111,21 +98,11 @@ def _wait_log(cluster, text: str, timeout: float = 20.0) -> None:
 )
 def test_confluent_kafka_produces_and_consumes_over_sasl(sasl_cluster, mechanism, user, password):
     values = [f"{mechanism}-{i}".encode() for i in range(5)]
-    got = _round_trip(_conf(sasl_cluster, mechanism, user, password), values, f"g-{mechanism}")
+    conf = _conf(sasl_cluster, mechanism, user, password)
+    got = round_trip(conf, TOPIC, values, f"g-{mechanism}")
     assert [v for _, v in got] == values
     offsets = [o for o, _ in got]
     assert offsets == list(range(offsets[0], offsets[0] + 5))
-
-
-def _auth_error(conf: dict, timeout: float = 30.0) -> str:
-    """The error librdkafka reports for this client's first connection attempts."""
-    errors = []
-    producer = Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not errors:
-        producer.poll(0.2)
-    assert errors, "no error reported"
-    return errors[0].str()
 
 
 @pytest.mark.parametrize(
@@ -138,7 +115,7 @@ def _auth_error(conf: dict, timeout: float = 30.0) -> str:
     ],
 )
 def test_wrong_credentials_are_refused_and_logged(sasl_cluster, mechanism, user, password):
-    error = _auth_error(_conf(sasl_cluster, mechanism, user, password))
+    error = first_error(_conf(sasl_cluster, mechanism, user, password))
     assert "Authentication failed" in error
     _wait_log(sasl_cluster, f"principal User:{user}")
     assert "Failed authentication with 127.0.0.1:" in _broker_log(sasl_cluster)

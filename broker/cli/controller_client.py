@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..client.connection import BrokerConnection, ConnectionClosed
+from ..client.security import ClientSecurity
 from .common import CliError
 
 RETRIES = 5
@@ -48,12 +49,20 @@ def controller_endpoint(admin, timeout: float = 30.0) -> tuple[str, int]:
     return controller.host, controller.port
 
 
-def controller_request(admin, api_key: int, version: int, body: dict, timeout: float = 30.0) -> Any:
-    """Send ``body`` to the controller; the response (kio), after NOT_CONTROLLER retries."""
+def controller_request(
+    admin,
+    api_key: int,
+    version: int,
+    body: dict,
+    timeout: float = 30.0,
+    security: ClientSecurity | None = None,
+) -> Any:
+    """Send ``body`` to the controller; the response (kio), after NOT_CONTROLLER retries.
+    ``security``: the --command-config's TLS/SASL settings (ClientSecurity)."""
     for attempt in range(RETRIES):
         host, port = controller_endpoint(admin, timeout)
         try:
-            response = asyncio.run(_send(host, port, api_key, version, body, timeout))
+            response = asyncio.run(_send(host, port, api_key, version, body, timeout, security))
         except (ConnectionClosed, OSError, TimeoutError) as exc:
             if attempt == RETRIES - 1:
                 raise CliError(
@@ -67,8 +76,16 @@ def controller_request(admin, api_key: int, version: int, body: dict, timeout: f
     raise CliError("NOT_CONTROLLER", "The controller kept moving; try again.")
 
 
-async def _send(host: str, port: int, api_key: int, version: int, body: dict, timeout: float):
-    conn = BrokerConnection(host, port, client_id="quill-admin-tool")
+async def _send(
+    host: str,
+    port: int,
+    api_key: int,
+    version: int,
+    body: dict,
+    timeout: float,
+    security: ClientSecurity | None = None,
+):
+    conn = BrokerConnection(host, port, client_id="quill-admin-tool", security=security)
     await conn.connect(timeout)
     try:
         return await conn.request(api_key, version, body, timeout)

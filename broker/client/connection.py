@@ -1,8 +1,10 @@
 """BrokerConnection: the broker's own async Kafka client, for inter-broker traffic.
 
 One TCP connection, requests pipelined by correlation id, responses decoded with the
-same kio codecs the server uses. Used by follower fetchers today, and by the
-controller's channel as it grows.
+same kio codecs the server uses. Used by follower fetchers, the controller's channel,
+transaction marker writes, log-dir events, controlled shutdown and the CLIs' controller
+requests. With a ``ClientSecurity`` it speaks TLS and authenticates with SASL before
+``connect`` returns, as the inter-broker listener asks.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from ..protocol.messages import (
     parse_response,
     request_schema,
 )
+from .sasl import AuthenticationFailed, authenticate
+from .security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -30,11 +34,17 @@ class ConnectionClosed(ConnectionError):
     pass
 
 
+__all__ = ["AuthenticationFailed", "BrokerConnection", "ConnectionClosed"]
+
+
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str, security: ClientSecurity | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security or PLAINTEXT
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
@@ -46,10 +56,27 @@ class BrokerConnection:
         return self._writer is not None and not self._writer.is_closing()
 
     async def connect(self, timeout_s: float = 5.0) -> None:
+        tls = self.security.ssl_context()
         self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=1 << 22), timeout_s
+            asyncio.open_connection(
+                self.host,
+                self.port,
+                limit=1 << 22,
+                ssl=tls,
+                server_hostname=self.host if tls is not None else None,
+            ),
+            timeout_s,
         )
         self._read_task = asyncio.ensure_future(self._read_loop())
+        if self.security.sasl:
+            try:
+                await asyncio.wait_for(
+                    authenticate(self.request, self.security, f"{self.host}:{self.port}"),
+                    timeout_s,
+                )
+            except BaseException:
+                await self.close()
+                raise
 
     async def _read_loop(self) -> None:
         reader = self._reader

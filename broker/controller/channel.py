@@ -13,6 +13,7 @@ import logging
 from collections import deque
 
 from ..client.connection import BrokerConnection
+from ..client.security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,9 @@ class _BrokerQueue:
             try:
                 if self.conn is None or not self.conn.connected:
                     self.conn = BrokerConnection(
-                        *self.endpoint, client_id=f"controller-{self.channel.controller_id}"
+                        *self.endpoint,
+                        client_id=f"controller-{self.channel.controller_id}",
+                        security=self.channel.security,
                     )
                     await self.conn.connect()
                 resp = await self.conn.request(api_key, version, body, timeout_s=30)
@@ -73,9 +76,15 @@ class _BrokerQueue:
 
 
 class ControllerChannel:
-    def __init__(self, loop: asyncio.AbstractEventLoop, controller_id: int) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        controller_id: int,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.loop = loop
         self.controller_id = controller_id
+        self.security = security  # the inter-broker listener's TLS/SASL
         self.queues: dict[int, _BrokerQueue] = {}
 
     # -- called from the controller thread -------------------------------------------------

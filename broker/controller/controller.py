@@ -219,14 +219,16 @@ class Controller:
             return
         for broker_id in sorted(log_dir_events.take_events(self.client, children)):
             info = self.ctx.brokers.get(broker_id)
-            if info is None:
+            endpoint = info.endpoint(self.ctx.listener) if info is not None else None
+            if endpoint is None:
                 continue  # gone altogether: the broker change handles it
             try:
                 offline = log_dir_events.offline_replicas(
                     self.channel.loop,
-                    (info.host, info.port),
+                    endpoint,
                     self.broker_id,
                     self._hosted(broker_id),
+                    self.channel.security,
                 )
             except Exception as exc:  # noqa: BLE001 - it may be stopping: its exit will tell
                 log.warning("cannot ask broker %d for its log dirs: %r", broker_id, exc)

@@ -16,6 +16,7 @@ import logging
 from kazoo.exceptions import NoNodeError
 
 from ..client.connection import BrokerConnection
+from ..client.security import ClientSecurity
 from ..zk.znodes import LeaderAndIsr, LogDirEventNotificationZNode
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,10 @@ def take_events(client, children: list[str]) -> set[int]:
     return brokers
 
 
-async def _online_partitions(host: str, port: int, controller_id: int) -> set[TopicPartition]:
-    conn = BrokerConnection(host, port, client_id=f"controller-{controller_id}")
+async def _online_partitions(
+    host: str, port: int, controller_id: int, security: ClientSecurity | None
+) -> set[TopicPartition]:
+    conn = BrokerConnection(host, port, client_id=f"controller-{controller_id}", security=security)
     await conn.connect()
     try:
         resp = await conn.request(35, 1, {"topics": None}, timeout_s=15)
@@ -61,10 +64,13 @@ def offline_replicas(
     endpoint: tuple[str, int],
     controller_id: int,
     hosted: list[TopicPartition],
+    security: ClientSecurity | None = None,
 ) -> list[TopicPartition]:
     """Of ``hosted`` (the partitions assigned to the broker at ``endpoint``), those it
     does not report in an online log dir. Called from the controller's thread."""
-    future = asyncio.run_coroutine_threadsafe(_online_partitions(*endpoint, controller_id), loop)
+    future = asyncio.run_coroutine_threadsafe(
+        _online_partitions(*endpoint, controller_id, security), loop
+    )
     online = future.result(timeout=30)
     return [key for key in hosted if key not in online]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..client.connection import BrokerConnection
+from ..client.security import ClientSecurity
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetch_session_handler import FetchSessionHandler
 
@@ -56,7 +57,11 @@ class ReplicaFetcher:
         endpoint = self.manager.broker_endpoint(self.leader_id)
         if endpoint is None:
             return None
-        conn = BrokerConnection(*endpoint, client_id=f"broker-{self.manager.broker_id}-fetcher")
+        conn = BrokerConnection(
+            *endpoint,
+            client_id=f"broker-{self.manager.broker_id}-fetcher",
+            security=self.manager.security,
+        )
         await conn.connect()
         return conn
 
@@ -248,11 +253,16 @@ class ReplicaFetcher:
 
 class ReplicaFetcherManager:
     def __init__(
-        self, broker_id: int, config, broker_endpoint: Callable[[int], tuple[str, int] | None]
+        self,
+        broker_id: int,
+        config,
+        broker_endpoint: Callable[[int], tuple[str, int] | None],
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config
         self.broker_endpoint = broker_endpoint
+        self.security = security  # how to reach the leaders' inter-broker listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.owner: dict[TopicPartition, int] = {}
         self.closed = False  # set at shutdown: a stopping broker follows nobody

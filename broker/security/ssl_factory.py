@@ -121,3 +121,16 @@ def client_context(
     if certfile:
         ctx.load_cert_chain(certfile, keyfile or None, password=key_password or None)
     return ctx
+
+
+def broker_client_context(settings: Mapping[str, Any], prefix: str = "") -> ssl.SSLContext:
+    """The context a broker connects to other brokers with: their listener's truststore
+    to verify them, its own keystore to present (for ``ssl.client.auth``), host names
+    checked unless ``ssl.endpoint.identification.algorithm`` is empty."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = (settings.get("ssl.endpoint.identification.algorithm") or "") != ""
+    if not _load_truststore(ctx, settings, prefix):
+        ctx.load_default_certs()
+    _load_keystore(ctx, settings, prefix)
+    return ctx

@@ -39,7 +39,7 @@ from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 from .handlers.fetch_session import FetchSessionCache
-from .listener_security import listener_securities
+from .listener_security import inter_broker_security, listener_securities
 from .metadata_cache import MetadataCache
 from .network import SocketServer
 from .quotas import QuotaConfigSync
@@ -82,6 +82,7 @@ class KafkaServer:
         self.authorizer = AclAuthorizer.from_config(config)  # None: no authorization at all
         self.credential_cache = CredentialCache()  # SCRAM users, from /config/users
         self.listener_security = listener_securities(config, self.credential_cache)
+        self.inter_broker_security = inter_broker_security(config)
         self.fetch_sessions = FetchSessionCache()  # KIP-227, for followers and consumers
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
@@ -190,7 +191,9 @@ class KafkaServer:
         self.logs.failure_channel.on_failure(
             lambda log_dir, reason: loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
         )
-        self.fetchers = ReplicaFetcherManager(cfg.broker_id, cfg, self._broker_endpoint)
+        self.fetchers = ReplicaFetcherManager(
+            cfg.broker_id, cfg, self._broker_endpoint, self.inter_broker_security
+        )
         self.replicas = ReplicaManager(
             cfg.broker_id, self.logs, self.topic_log_config, self.fetchers, self._write_isr
         )
@@ -234,7 +237,7 @@ class KafkaServer:
         self.controller = Controller(
             self.zk,
             cfg.broker_id,
-            channel=ControllerChannel(loop, cfg.broker_id),
+            channel=ControllerChannel(loop, cfg.broker_id, self.inter_broker_security),
             unclean_default=cfg["unclean.leader.election.enable"],
             auto_rebalance=cfg["auto.leader.rebalance.enable"],
             imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
@@ -350,7 +353,11 @@ class KafkaServer:
         endpoint = self._broker_endpoint(controller_id)
         if endpoint is None:
             return None
-        conn = BrokerConnection(*endpoint, client_id=f"broker-{self.config.broker_id}")
+        conn = BrokerConnection(
+            *endpoint,
+            client_id=f"broker-{self.config.broker_id}",
+            security=self.inter_broker_security,
+        )
         await conn.connect()
         try:
             resp = await conn.request(7, 3, {"broker_id": self.config.broker_id}, timeout_s=15)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from ..client.security import ClientSecurity
 from ..security.authenticator import SaslServerAuthenticator
 from ..security.credential_cache import CredentialCache
 from ..security.jaas import JaasConfig, parse_jaas_config
@@ -28,7 +29,7 @@ from ..security.principal_mapping import SslPrincipalMapper
 from ..security.sasl_plain import PlainServer
 from ..security.sasl_scram import ScramServer
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
-from ..security.ssl_factory import SslConfigError, server_context
+from ..security.ssl_factory import SslConfigError, broker_client_context, server_context
 from .config import KEYS, ConfigError
 
 if TYPE_CHECKING:
@@ -217,3 +218,25 @@ def listener_securities(
 ) -> dict[str, ListenerSecurity]:
     """Listener name -> its ListenerSecurity, the SCRAM ones reading ``credentials``."""
     return {e.name: build_listener_security(cfg, e, credentials) for e in cfg.endpoints.bind}
+
+
+def inter_broker_security(cfg: BrokerConfig) -> ClientSecurity:
+    """How this broker connects to the others' ``inter.broker.listener.name``: that
+    listener's protocol, its TLS stores, ``sasl.mechanism.inter.broker.protocol`` with the
+    username/password of the listener's JAAS config for that mechanism (as Kafka)."""
+    name = cfg.endpoints.inter_broker
+    protocol = next(e for e in cfg.endpoints.advertised if e.name == name).security_protocol
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        settings = {k: listener_value(cfg, name, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
+        try:
+            context = broker_client_context(settings, _prefix(name))
+        except SslConfigError as exc:
+            raise ConfigError(f"inter-broker listener {name}: {exc}") from None
+    if not protocol.startswith("SASL"):
+        return ClientSecurity(protocol, context=context)
+    mechanism = cfg["sasl.mechanism.inter.broker.protocol"]
+    jaas = jaas_config(cfg, name, mechanism)
+    return ClientSecurity(
+        protocol, mechanism, jaas.username, jaas.password, context=context
+    ).check()

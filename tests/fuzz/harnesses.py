@@ -36,6 +36,12 @@ from broker.protocol.records import (
     scan_valid_prefix,
     validate_produce,
 )
+from broker.security.credential_cache import CredentialCache
+from broker.security.jaas import parse_jaas_config
+from broker.security.sasl_errors import SaslAuthenticationError
+from broker.security.sasl_plain import PlainServer
+from broker.security.sasl_scram import ScramServer
+from broker.security.scram_credentials import ScramCredential
 from broker.server.apis import SUPPORTED
 
 DECOMPRESS_LIMIT = 4 << 20  # small, so that bombs are found quickly
@@ -287,6 +293,49 @@ def checkpoint(data: bytes) -> None:
         pass
 
 
+# -- SASL tokens -------------------------------------------------------------------------
+
+SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "JAAS"]
+SASL_USER, SASL_PASSWORD = "user", "pencil"
+_SCRAM_CACHE: list[CredentialCache] = []
+
+
+def _scram_credentials() -> CredentialCache:
+    if not _SCRAM_CACHE:  # PBKDF2 once, with a fixed salt: runs stay reproducible
+        cache = CredentialCache()
+        config = {
+            m: ScramCredential.from_password(m, SASL_PASSWORD, salt=b"fuzz-salt").to_config_value()
+            for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+        }
+        cache.update(SASL_USER, config)
+        _SCRAM_CACHE.append(cache)
+    return _SCRAM_CACHE[0]
+
+
+def sasl(data: bytes) -> None:
+    """The SASL servers on a client's tokens: the first byte picks PLAIN, SCRAM-SHA-256,
+    SCRAM-SHA-512 (the rest is client-first, then client-final after a 0xFF byte, which
+    UTF-8 never holds) or a JAAS config value. Refusals are SaslAuthenticationError
+    (ValueError for JAAS)."""
+    mechanism = _pick(data, SASL_MECHANISMS)
+    body = data[1:]
+    if mechanism == "JAAS":
+        try:
+            parse_jaas_config(body.decode("utf-8", "replace"))
+        except ValueError:
+            pass
+        return
+    if mechanism == "PLAIN":
+        server = PlainServer({SASL_USER: SASL_PASSWORD})
+    else:
+        server = ScramServer(mechanism, _scram_credentials())
+    try:
+        for token in body.split(b"\xff", 2)[:2]:
+            server.evaluate(token)
+    except SaslAuthenticationError:
+        pass
+
+
 HARNESSES = {
     "records": records,
     "gzip": _decompress(compression.GZIP),
@@ -299,4 +348,5 @@ HARNESSES = {
     "list_offsets_encoder": list_offsets_encoder,
     "log": log,
     "checkpoint": checkpoint,
+    "sasl": sasl,
 }

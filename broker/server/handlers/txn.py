@@ -260,7 +260,9 @@ class TransactionMarkerChannel:
             if endpoint is None:
                 raise OSError(f"broker {broker_id} is not alive")
             client_id = f"broker-{self.server.config.broker_id}-txn"
-            conn = BrokerConnection(*endpoint, client_id=client_id)
+            conn = BrokerConnection(
+                *endpoint, client_id=client_id, security=self.server.inter_broker_security
+            )
             await conn.connect()
             self._conns[broker_id] = conn
             return conn

@@ -1,0 +1,47 @@
+"""The client side of a SASL exchange over Kafka requests (SaslHandshake v1, then
+SaslAuthenticate v2 rounds): PLAIN, and SCRAM-SHA-256/512 on ``scramp``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from scramp import ScramClient, ScramException
+
+from .security import ClientSecurity
+
+Request = Callable[[int, int, dict], Awaitable[Any]]
+
+
+class AuthenticationFailed(ConnectionError):
+    """The broker refused our credentials or mechanism (SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM); the message is the broker's."""
+
+
+async def authenticate(request: Request, security: ClientSecurity, peer: str) -> None:
+    mechanism = security.sasl_mechanism
+    resp = await request(17, 1, {"mechanism": mechanism})
+    if resp.error_code != 0:
+        raise AuthenticationFailed(
+            f"{peer} does not enable SASL mechanism {mechanism} "
+            f"(it offers {', '.join(resp.mechanisms)}; error {resp.error_code.name})"
+        )
+    if mechanism == "PLAIN":
+        token = f"\0{security.username}\0{security.password}".encode()
+        await _round(request, token, peer)
+        return
+    scram = ScramClient([mechanism], security.username, security.password)
+    server_first = await _round(request, scram.get_client_first().encode(), peer)
+    try:
+        scram.set_server_first(server_first.decode())
+        server_final = await _round(request, scram.get_client_final().encode(), peer)
+        scram.set_server_final(server_final.decode())
+    except (ScramException, UnicodeDecodeError) as exc:
+        raise AuthenticationFailed(f"{peer}: SCRAM exchange failed: {exc}") from None
+
+
+async def _round(request: Request, token: bytes, peer: str) -> bytes:
+    resp = await request(36, 2, {"auth_bytes": token})
+    if resp.error_code != 0:
+        raise AuthenticationFailed(f"{peer}: {resp.error_message or resp.error_code.name}")
+    return resp.auth_bytes

@@ -1,0 +1,201 @@
+"""TLS on a real broker: an SSL listener that requires client certificates (the
+principal is the certificate's DN through ``ssl.principal.mapping.rules``) and a
+SASL_SSL listener with SCRAM-SHA-256/512, beside the PLAINTEXT one. confluent-kafka
+produces and consumes over both; untrusted, expired and missing client certificates and
+plaintext on the TLS port are refused with the broker serving everyone else; user quotas
+throttle the authenticated principal and no one else."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from quill_stack import ports
+from tests.quota_helpers import Throttles, wait_log
+from tests.security_helpers import Pki, first_error, round_trip, set_scram_user, set_user_quota
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "tls-records"
+SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
+# "CN=alice,OU=eng,O=Quill Tests" -> "alice"; other DNs stay whole
+RULES = "RULE:^CN=([^,]+),OU=eng,O=Quill Tests$/$1/L,DEFAULT"
+QUOTA = 100_000  # bytes/s
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    pki = Pki(tmp_path_factory.mktemp("pki"))
+    pki.broker = pki.issue("broker")
+    pki.alice = pki.issue("Alice", ou="eng")
+    pki.bob = pki.issue("bob", ou="ops")
+    pki.expired = pki.issue("old", ou="eng", expired=True)
+    pki.stranger = Pki(pki.dir / "other", "Other CA").issue("alice", ou="eng")
+    return pki
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(cluster_factory, pki):
+    ssl_port, sasl_ssl_port = ports.free_ports(2)
+    listeners = lambda _b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
+        f"SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+    )
+    cluster = cluster_factory(
+        1,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pki.broker.keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca_file),
+            "listener.name.ssl.ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": RULES,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "auto.create.topics.enable": "false",
+        },
+    )
+    cluster.ssl_bootstrap = f"127.0.0.1:{ssl_port}"
+    cluster.sasl_ssl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"
+    cluster.zk = cluster.zk_client()
+    set_scram_user(cluster.zk, SCRAM_USER, SCRAM_PASSWORD)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    return cluster
+
+
+def _ssl_conf(cluster, pki, who) -> dict:
+    return {
+        "bootstrap.servers": cluster.ssl_bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca_file),
+        "ssl.certificate.location": str(who.cert),
+        "ssl.key.location": str(who.key),
+    }
+
+
+def _sasl_ssl_conf(cluster, pki, mechanism: str, password: str = SCRAM_PASSWORD) -> dict:
+    return {
+        "bootstrap.servers": cluster.sasl_ssl_bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(pki.ca_file),
+        "sasl.mechanism": mechanism,
+        "sasl.username": SCRAM_USER,
+        "sasl.password": password,
+    }
+
+
+def _serves_everyone(cluster, pki) -> None:
+    admin = AdminClient(_ssl_conf(cluster, pki, pki.alice))
+    assert TOPIC in admin.list_topics(timeout=30).topics
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert TOPIC in admin.list_topics(timeout=30).topics
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_confluent_kafka_over_sasl_ssl(tls_cluster, pki, mechanism):
+    values = [f"sasl-ssl-{mechanism}-{i}".encode() for i in range(5)]
+    got = round_trip(_sasl_ssl_conf(tls_cluster, pki, mechanism), TOPIC, values, f"g-{mechanism}")
+    assert [v for _, v in got] == values
+    offsets = [o for o, _ in got]
+    assert offsets == list(range(offsets[0], offsets[0] + 5))
+
+
+def test_sasl_ssl_wrong_password(tls_cluster, pki):
+    error = first_error(_sasl_ssl_conf(tls_cluster, pki, "SCRAM-SHA-512", "wrong"))
+    assert "Authentication failed" in error
+    _serves_everyone(tls_cluster, pki)
+
+
+def test_confluent_kafka_over_ssl_with_a_client_certificate(tls_cluster, pki):
+    values = [f"mtls-{i}".encode() for i in range(5)]
+    got = round_trip(_ssl_conf(tls_cluster, pki, pki.alice), TOPIC, values, "g-mtls")
+    assert [v for _, v in got] == values
+
+
+@pytest.mark.parametrize("who", ["stranger", "expired"])
+def test_untrusted_or_expired_client_certificates_are_refused(tls_cluster, pki, who):
+    refusals = _refusals(tls_cluster)
+    first_error(_ssl_conf(tls_cluster, pki, getattr(pki, who)))
+    deadline = time.monotonic() + 20
+    while _refusals(tls_cluster) == refusals and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _refusals(tls_cluster) > refusals  # the broker refused the handshake
+    _serves_everyone(tls_cluster, pki)
+
+
+def _refusals(cluster) -> int:
+    """How often the broker logged a client certificate it could not verify."""
+    return (
+        Path(cluster.brokers[0].log_path)
+        .read_text(errors="replace")
+        .count("certificate verify failed")
+    )
+
+
+def test_no_client_certificate_where_one_is_required(tls_cluster, pki):
+    conf = _ssl_conf(tls_cluster, pki, pki.alice)
+    del conf["ssl.certificate.location"], conf["ssl.key.location"]
+    first_error(conf)
+    host, port = tls_cluster.ssl_bootstrap.rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions
+                answer = tls.recv(1)  # TLS 1.3 reports the refusal on the first read
+        except (ssl.SSLError, ConnectionError):
+            answer = b""
+    assert answer == b""
+    _serves_everyone(tls_cluster, pki)
+
+
+def test_plaintext_kafka_on_a_tls_port_is_closed(tls_cluster, pki):
+    for bootstrap in (tls_cluster.ssl_bootstrap, tls_cluster.sasl_ssl_bootstrap):
+        host, port = bootstrap.rsplit(":", 1)
+        client = WireClient(host, int(port))
+        try:
+            client.send_raw(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions v0
+            assert client.is_closed_by_peer(timeout=15)
+        finally:
+            client.close()
+    _serves_everyone(tls_cluster, pki)
+
+
+def _produce(conf: dict, total: int) -> Throttles:
+    throttles = Throttles()
+    producer = Producer(
+        {**conf, "linger.ms": 5, "statistics.interval.ms": 200, "stats_cb": throttles}
+    )
+    for _ in range(total // 1000):
+        producer.produce(TOPIC, value=os.urandom(1000), partition=0)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        producer.poll(0.1)
+    return throttles
+
+
+def test_user_quotas_throttle_the_authenticated_principal(tls_cluster, pki):
+    """A producer quota on users/alice (the mapped certificate DN) and users/carol
+    (SCRAM): both are throttled; bob's certificate maps to another principal and is not."""
+    zk = tls_cluster.zk
+    for user in ("alice", SCRAM_USER):
+        set_user_quota(zk, user, producer_byte_rate=QUOTA)
+        wait_log(
+            tls_cluster, f"quotas of users/{user} are now {{'producer_byte_rate': {QUOTA:.1f}}}"
+        )
+    total = 2 * 1024 * 1024  # beyond the burst a fresh rate lets through at once
+    assert _produce(_ssl_conf(tls_cluster, pki, pki.bob), total).max_ms == 0
+    assert _produce(_ssl_conf(tls_cluster, pki, pki.alice), total).max_ms > 0
+    assert _produce(_sasl_ssl_conf(tls_cluster, pki, "SCRAM-SHA-256"), total).max_ms > 0
