@@ -27,6 +27,7 @@ from ..security.acl import CLUSTER_NAME
 from ..security.acl import AclOperation as Op
 from ..security.acl import ResourceType as R
 from . import request_context
+from .handlers import scram_users
 
 if TYPE_CHECKING:
     from ..protocol.messages import RequestHeader
@@ -243,11 +244,6 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
             "error_code",
         )
         body.update(_parts(req.topic_partitions, "topic", "partitions", None, resp, code))
-    elif api_key == 51:
-        users = dict.fromkeys(u.name for u in (*req.deletions, *req.upsertions))
-        body["results"] = [
-            {"user": u, "error_code": code, "error_message": MESSAGES[code]} for u in users
-        ]
     elif api_key == 49:
         body["entries"] = [
             {
@@ -259,6 +255,8 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
             }
             for x in req.entries
         ]
+    elif api_key in (50, 51):
+        body.update(scram_users.refused(api_key, req, code, MESSAGES[code]))
     return body
 
 
