@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -376,6 +377,15 @@ def test_quill_acls_add_list_remove(secured):
                f"--topic {topic}")  # fmt: skip
     assert run.code == 0, run.err
     assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.none
+
+    kept = tool("acls", c.bootstrap, f"--remove --topic {topic}", stdin="n\n")
+    assert "Are you sure you want to delete all ACLs for resource filter" in kept.out
+    assert tool("acls", c.bootstrap, f"--list --topic {topic}").out.count("principal=") == 4
+    log = Path(c.brokers[0].log_path).read_text(errors="replace")
+    assert (
+        f"Principal = User:ANONYMOUS is Denied Operation = Write from host = 127.0.0.1 "
+        f"on resource = Topic:{topic}"
+    ) in log
 
     run = tool("acls", c.bootstrap, f"--remove --force --topic {topic}")
     assert run.code == 0, run.err
