@@ -406,6 +406,28 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(cluster):
     wire = wire_client(c)
     resp = describe_acls(wire)
     assert resp.error_code == ErrorCode.security_disabled
+    # KIP-430 without an authorizer: every operation of the resource type, as Kafka says
+    assert wire.create_topic("ops-open").error_code == ErrorCode.none
+    wait_leader(wire, "ops-open")
+    resp = wire.request(3, 10, {"topics": [{"name": "ops-open", "topic_id": None}],
+                                "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": True,
+                                "include_topic_authorized_operations": True})  # fmt: skip
+    assert resp.topics[0].topic_authorized_operations == sum(
+        1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11)
+    )
+    assert resp.cluster_authorized_operations == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+    deadline = time.monotonic() + 60
+    while True:  # the group's coordinator comes with the offsets topic, made on demand
+        wire.request(10, 3, {"key": "g", "key_type": 0})
+        group = wire.request(15, 5, {"groups": ["g"], "include_authorized_operations": True})
+        if group.groups[0].error_code == ErrorCode.none:
+            break
+        assert time.monotonic() < deadline, group
+        time.sleep(0.5)
+    assert group.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    plain = wire.request(60, 0, {"include_cluster_authorized_operations": False})
+    assert plain.cluster_authorized_operations == -(2**31)  # not asked: "unknown"
     wire.close()
 
 

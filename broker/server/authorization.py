@@ -197,7 +197,7 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
     """The response to a request refused as a whole, shaped as Kafka's getErrorResponse."""
     body: dict = {"throttle_time": 0, "error_code": code, "error_message": MESSAGES[code]}
     v = header.api_version
-    if api_key == 1:  # Kafka answers a follower without ClusterAction per partition so
+    if api_key == 1:  # Kafka: a follower without ClusterAction, TOPIC_AUTHORIZATION_FAILED
         code = TOPIC_DENIED
         topics = [
             (t.topic, [_refused_partition(p.partition, code) for p in t.partitions])

@@ -281,13 +281,17 @@ def _post_filter(server, api_key: int, header, req) -> Callable | None:
         )
     if api_key == 9:  # OffsetFetch: topics need Describe; v8's groups Describe each
         return lambda result: _offset_fetch_filter(server, header, req, result)
-    return _authorized_operations(server, api_key, req)
+    return authorized_operations(server, api_key, req)
 
 
 # -- the authorized-operations bit fields (KIP-430) ------------------------------------------
 def operations_bits(server: KafkaServer, rtype: R, name: str) -> int:
-    """Kafka's to32BitField of the operations this principal may do on the resource."""
-    return sum(1 << op for op in SUPPORTED_OPERATIONS[rtype] if allowed(server, op, rtype, name))
+    """Kafka's to32BitField of the operations this principal may do on the resource
+    (without an authorizer: every operation the resource type has, as Kafka answers)."""
+    ops = SUPPORTED_OPERATIONS[rtype]
+    if server.authorizer is None:
+        return sum(1 << op for op in ops)
+    return sum(1 << op for op in ops if allowed(server, op, rtype, name))
 
 
 def _set_bits(entries, field: str, rtype: R, server, key: str) -> None:
@@ -296,7 +300,17 @@ def _set_bits(entries, field: str, rtype: R, server, key: str) -> None:
             entry[field] = operations_bits(server, rtype, entry[key])
 
 
-def _authorized_operations(server, api_key: int, req) -> Callable | None:
+def every_operation_without_authorizer(server, api_key: int, req, body: dict) -> dict:
+    """KIP-430 without an authorizer: the bit fields asked for name every operation of the
+    resource type, as Kafka answers (with one, ``check``'s patch fills them in)."""
+    if server.authorizer is None and (patch := authorized_operations(server, api_key, req)):
+        return patch(body)
+    return body
+
+
+def authorized_operations(server, api_key: int, req) -> Callable | None:
+    """The patch filling KIP-430's bit fields a Metadata, DescribeGroups or DescribeCluster
+    request asked for; None when it asked for none."""
     topics = getattr(req, "include_topic_authorized_operations", False)
     cluster = getattr(req, "include_cluster_authorized_operations", False)
     groups = getattr(req, "include_authorized_operations", False)
