@@ -12,6 +12,7 @@ from console.views import (
     metrics,
     operations,
     quotas,
+    security,
     topics,
     users,
 )
@@ -41,6 +42,10 @@ urlpatterns = [
     path("audit/", audit.audit_log, name="audit"),
     path("users/", users.user_list, name="users"),
     path("users/action", users.user_action, name="user-action"),
+    path("security/scram-users/", security.scram_users, name="scram-users"),
+    path("security/scram-users/action", security.scram_user_action, name="scram-user-action"),
+    path("security/acls/", security.acls, name="acls"),
+    path("security/acls/action", security.acl_action, name="acl-action"),
     path("account/tokens/", users.tokens, name="tokens"),
     path("account/tokens/action", users.token_action, name="token-action"),
     path("healthz", cluster.healthz, name="healthz"),

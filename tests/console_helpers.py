@@ -5,6 +5,8 @@ session Redis, and logins for every role."""
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +14,16 @@ import pytest
 from console.roles import ADMIN, OPERATOR, VIEWER, set_role
 
 ROLES = ("anonymous", "norole", VIEWER, OPERATOR, ADMIN)  # the permission matrix
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+WAIT_MS = 15_000
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +91,17 @@ def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int]:
         proc.start()
         proc.wait_healthy()
     return procs, port
+
+
+@contextmanager
+def chromium_page(out_dir: Path):
+    """A Playwright page in Debian's chromium (screenshots go to ``out_dir``)."""
+    from playwright.sync_api import sync_playwright
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1440, "height": 900})
+        pg.set_default_timeout(WAIT_MS)
+        yield pg
+        browser.close()

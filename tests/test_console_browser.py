@@ -17,22 +17,12 @@ import redis
 
 from quill_stack import services
 from quill_stack.services import PROJECT_ROOT
-from tests.console_helpers import start_console_and_monitor
+from tests.console_helpers import CHROMIUM, chromium_page, start_console_and_monitor
 from tests.test_stack import wait_for
 from tests.test_stack_services import create_admin
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 OUT = PROJECT_ROOT / "test-output" / "console"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-WAIT_MS = 15_000
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +51,8 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(stack):
-    from playwright.sync_api import sync_playwright
-
-    OUT.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1440, "height": 900})
-        pg.set_default_timeout(WAIT_MS)
+    with chromium_page(OUT) as pg:
         yield pg
-        browser.close()
 
 
 def shot(page, name: str) -> None:

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka.admin import AclOperation, ResourceType
 from kio.schema.errors import ErrorCode as E
 
+from broker.zk.znodes import TopicZNode, topic_id_bytes
 from tests.acl_helpers import (
     OTHER_HOST,
     add_acl,
@@ -188,6 +189,11 @@ CASES = [
     ("DescribeLogDirs v4", 35, 4, {"topics": None}, "error_code", E.cluster_authorization_failed),
     ("DescribeClientQuotas", 48, 1, {"components": [], "strict": False},
      "error_code", E.cluster_authorization_failed),
+    ("DescribeUserScramCredentials", 50, 0, {"users": [{"name": "alice"}]},
+     "error_code", E.cluster_authorization_failed),
+    ("AlterUserScramCredentials", 51, 0, {"deletions": [{"name": "alice", "mechanism": 1}],
+                                          "upsertions": []},
+     "results.0.error_code", E.cluster_authorization_failed),
     ("AlterClientQuotas", 49, 1, {"entries": [{"entity": [{"entity_type": "client-id",
         "entity_name": "c"}], "ops": [{"key": "producer_byte_rate", "value": 1000.0,
                                        "remove": False}]}], "validate_only": False},
@@ -239,3 +245,14 @@ def test_refused_requests_changed_nothing(setup):
     assert b"retention.ms" not in config
     # DeleteGroups was refused: the group is still listed (Cluster Describe from 127.0.0.1)
     assert G in {g.group_id for g in here.request(16, 4, {"states_filter": []}).groups}
+
+
+def test_delete_by_topic_id_is_checked_under_the_topics_name(setup):
+    c, _here, other = setup
+    data, _ = c.zk_client().get(f"/brokers/topics/{T}")
+    topic_id = uuid.UUID(bytes=topic_id_bytes(TopicZNode.decode(data).topic_id))
+    resp = other.request(20, 6, {"topics": [{"name": None, "topic_id": topic_id}],
+                                 "timeout": 5000})  # fmt: skip
+    assert resp.responses[0].error_code == E.topic_authorization_failed
+    assert resp.responses[0].topic_id == topic_id
+    assert c.zk_client().exists(f"/brokers/topics/{T}") is not None

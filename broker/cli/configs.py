@@ -1,4 +1,5 @@
-"""quill-configs: describe and alter topic and broker configs (Kafka's kafka-configs.sh).
+"""quill-configs: describe and alter topic, broker and user configs (Kafka's kafka-configs.sh);
+users' SCRAM credentials and quotas are in configs_users.py.
 
     quill-configs --bootstrap-server b:9092 --entity-type topics --entity-name t \\
         --alter --add-config retention.ms=1000,cleanup.policy=[compact,delete]
@@ -15,6 +16,7 @@ import re
 import shlex
 import sys
 
+from . import configs_users
 from .common import (
     CliError,
     ToolParser,
@@ -26,7 +28,7 @@ from .common import (
     run_tool,
 )
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 # Kafka splits --add-config on commas that are not inside [...] (lists of values).
 _SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")
 
@@ -35,13 +37,16 @@ def _parser() -> argparse.ArgumentParser:
     p = ToolParser(
         examples=__doc__,
         prog="quill-configs",
-        description="Describe or change the configs of topics and brokers (like kafka-configs.sh).",
+        description="Describe or change the configs of topics, brokers and users "
+        "(SCRAM credentials, quotas), like kafka-configs.sh.",
     )
     add_bootstrap(p)
     p.add_argument("--entity-type", choices=ENTITY_TYPES, help="the type of entity")
-    p.add_argument("--entity-name", help="the entity's name (topic name, broker id)")
+    p.add_argument("--entity-name", help="the entity's name (topic name, broker id, user)")
     p.add_argument(
-        "--entity-default", action="store_true", help="the cluster-wide default for brokers"
+        "--entity-default",
+        action="store_true",
+        help="the cluster-wide default for brokers, the default user's quotas",
     )
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name TOPIC")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name BROKER")
@@ -81,11 +86,15 @@ def _entity(args) -> tuple[str, str | None]:
     if args.broker is not None:
         return "brokers", args.broker
     if args.entity_type is None:
-        raise CliError("INVALID_REQUEST", "--entity-type (topics or brokers) must be specified.")
+        raise CliError(
+            "INVALID_REQUEST", "--entity-type (topics, brokers or users) must be specified."
+        )
     if args.entity_default:
-        if args.entity_type != "brokers":
-            raise CliError("INVALID_REQUEST", "--entity-default is only valid for brokers.")
-        return "brokers", ""
+        if args.entity_type == "topics":
+            raise CliError(
+                "INVALID_REQUEST", "--entity-default is only valid for brokers and users."
+            )
+        return args.entity_type, ""
     return args.entity_type, args.entity_name
 
 
@@ -97,6 +106,8 @@ def _run(args) -> int:
             f"The entity name for brokers must be a valid integer broker id, but it is: {name}",
         )
     admin = admin_client(args)
+    if entity_type == "users":
+        return _run_users(admin, args, name)
     if args.describe:
         if args.add_config or args.delete_config or args.add_config_file:
             raise CliError("INVALID_REQUEST", "--add-config/--delete-config need --alter.")
@@ -107,6 +118,20 @@ def _run(args) -> int:
     if name is None:
         raise CliError("INVALID_REQUEST", "--entity-name must be specified with --alter.")
     return _alter(admin, args, entity_type, name)
+
+
+def _run_users(admin, args, name: str | None) -> int:
+    conf = read_properties_file(args.command_config)
+    if args.describe:
+        if args.add_config or args.delete_config or args.add_config_file:
+            raise CliError("INVALID_REQUEST", "--add-config/--delete-config need --alter.")
+        configs_users.describe_users(admin, conf, name)
+        return 0
+    if name is None:
+        raise CliError("INVALID_REQUEST", "--entity-name must be specified with --alter.")
+    adds, deletes = _changes(args)
+    configs_users.alter_user(admin, conf, name, adds, deletes)
+    return 0
 
 
 def _all_names(admin, entity_type: str) -> list[str]:
@@ -183,9 +208,8 @@ def parse_add_config(text: str | None) -> dict[str, str]:
     return out
 
 
-def _alter(admin, args, entity_type: str, name: str) -> int:
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
+def _changes(args) -> tuple[dict[str, str], list[str]]:
+    """--add-config / --add-config-file / --delete-config -> (adds, deletes), checked."""
     adds = read_properties_file(args.add_config_file)
     adds.update(parse_add_config(args.add_config))
     deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
@@ -198,6 +222,13 @@ def _alter(admin, args, entity_type: str, name: str) -> int:
         raise CliError(
             "INVALID_CONFIG", f"Config(s) {','.join(both)} cannot be both added and deleted."
         )
+    return adds, deletes
+
+
+def _alter(admin, args, entity_type: str, name: str) -> int:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    adds, deletes = _changes(args)
     current = _fetch(admin, entity_type, name)  # also: the entity must exist
     dynamic = {e.name for e in current.values() if _source_name(e.source).startswith("DYNAMIC")}
     unknown = [k for k in deletes if k not in dynamic]

@@ -85,6 +85,8 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     47: ("OffsetDelete", 0, 0),
     48: ("DescribeClientQuotas", 0, 1),
     49: ("AlterClientQuotas", 0, 1),
+    50: ("DescribeUserScramCredentials", 0, 0),
+    51: ("AlterUserScramCredentials", 0, 0),
     60: ("DescribeCluster", 0, 1),
     65: ("DescribeTransactions", 0, 0),
     66: ("ListTransactions", 0, 0),  # v1's duration filter (KIP-994) not yet
@@ -112,6 +114,7 @@ def _registry() -> dict[int, HandlerFn]:
         offsets_commit,
         produce,
         sasl,
+        scram_users,
         txn,
     )
 
@@ -161,6 +164,8 @@ def _registry() -> dict[int, HandlerFn]:
         47: offsets_commit.handle_offset_delete,
         48: client_quotas.handle_describe_client_quotas,
         49: client_quotas.handle_alter_client_quotas,
+        50: scram_users.handle_describe_user_scram_credentials,
+        51: scram_users.handle_alter_user_scram_credentials,
         60: metadata.handle_describe_cluster,
         65: txn.handle_describe_transactions,
         66: txn.handle_list_transactions,

@@ -60,7 +60,8 @@ api = NinjaAPI(
     version="1",
     description=(
         "Operate a Quill (Kafka) cluster: brokers, topics, consumer groups, quotas, messages, "
-        "cluster events and the audit log. Authenticate with `Authorization: Bearer <token>` "
+        "SCRAM users and ACLs, cluster events and the audit log. "
+        "Authenticate with `Authorization: Bearer <token>` "
         "(tokens: /account/tokens/) or a console session. Roles: viewer reads, operator "
         "changes topics, configs, groups, quotas and produces, admin also deletes. "
         'Errors: `{"detail": sentence, "errors": {field: message}}`.'
@@ -103,10 +104,11 @@ def http_error(request, exc: HttpError):
     return api.create_response(request, {"detail": str(exc), "errors": {}}, status=exc.status_code)
 
 
-from console.api import alerts, cluster, groups, operations, topics  # noqa: E402  (routers register on import)
+from console.api import alerts, cluster, groups, operations, security, topics  # noqa: E402  (routers register on import)
 
 api.add_router("/", cluster.router)
 api.add_router("/topics", topics.router)
 api.add_router("/groups", groups.router)
 api.add_router("/operations", operations.router)
 api.add_router("/alerts", alerts.router)
+api.add_router("/security", security.router)
