@@ -223,3 +223,46 @@ def test_the_worker_moves_replicas_and_elects_leaders_over_sasl_ssl(secure, toke
     moved = {"topic": topic, "partition": 0, "from": before.leader, "to": replicas[0]}
     assert op["result"]["elected"] == [moved]
     assert wait_until(lambda: partition() and partition().leader == replicas[0], what="leader")
+
+
+def test_the_console_adds_a_user_and_an_acl_that_let_exactly_it_write(secure, token):
+    """The console's users and ACL APIs (secusers' and secacl's) on the secure stack: the
+    stack's users are listed, a new SCRAM user is refused until an ACL from the console
+    lets it write to exactly one topic."""
+    users = {u["user"]: u for u in _api(secure, token, "GET", "/security/scram-users")[1]}
+    assert {"admin", "broker"} <= set(users)
+    assert users["admin"]["credentials"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 4096}]
+    body = {"user": "carol", "password": "carol-secret"}
+    assert _api(secure, token, "POST", "/security/scram-users", body)[0] == 200
+    topic = f"carol-{uuid.uuid4().hex[:6]}"
+    assert (
+        _api(secure, token, "POST", "/topics", {"name": topic, "replication_factor": 2})[0] == 201
+    )
+    carol = {
+        "bootstrap.servers": secure["bootstrap"],
+        **secure["admin"],
+        "sasl.username": "carol",
+        "sasl.password": "carol-secret",
+        "message.timeout.ms": 20000,
+    }
+
+    def produce() -> KafkaError | None:
+        results = []
+        producer = Producer(carol)
+        producer.produce(topic, b"from carol", on_delivery=lambda err, msg: results.append(err))
+        wait_until(lambda: producer.poll(0.5) >= 0 and results, what="carol's produce answered")
+        return results[0]
+
+    # her credential may take a moment to reach every broker (a change notification)
+    denied = wait_until(
+        lambda: (
+            (err := produce()) is not None
+            and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            and err
+        ),
+        what="carol to authenticate and be refused",
+    )
+    assert denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    acl = {"resource_type": "TOPIC", "resource_name": topic, "principal": "User:carol"}
+    assert _api(secure, token, "POST", "/security/acls", {**acl, "operation": "WRITE"})[0] == 200
+    assert wait_until(lambda: produce() is None, what="carol's write to be allowed")
