@@ -59,8 +59,14 @@ def _on_worker_ready(sender=None, **kwargs):
     if sender is not None and getattr(sender, "hostname", None):
         jobs.NODE = sender.hostname
         jobs.OWNER = f"{jobs.NODE}|{os.getpid()}|{jobs.OWNER.rsplit('|', 1)[-1]}"
+    from django.db.utils import OperationalError
+
     try:
         take_up_orphans(startup=True)
-    except Exception:  # noqa: BLE001 - no database yet (not migrated): the scan retries
+    except OperationalError as exc:  # the console migrates at its own start: not yet
+        log.warning(
+            "operations table not ready (%s); the scan retries every %s s", exc, ORPHAN_SCAN_S
+        )
+    except Exception:  # noqa: BLE001 - a database hiccup: the scan retries
         log.exception("startup scan for operations failed")
     threading.Thread(target=_scan_forever, name="quill-orphan-scan", daemon=True).start()
