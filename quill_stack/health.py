@@ -97,9 +97,11 @@ def registered_broker_ids(zk_connect: str, timeout: float = 3.0) -> set[int]:
     """Broker ids registered under /brokers/ids (zk_connect may carry a chroot)."""
     from kazoo.exceptions import NoNodeError
 
+    from broker.zk.znodes import BrokerIdsZNode
+
     client = _zk_client(zk_connect, timeout)
     try:
-        return {int(child) for child in client.get_children("/brokers/ids")}
+        return {int(child) for child in client.get_children(BrokerIdsZNode.path)}
     except NoNodeError:
         return set()
     finally:
@@ -111,9 +113,11 @@ def broker_registration(zk_connect: str, broker_id: int, timeout: float = 3.0):
     """(JSON of /brokers/ids/<id>, its creation time in seconds), or None."""
     from kazoo.exceptions import NoNodeError
 
+    from broker.zk.znodes import BrokerIdZNode
+
     client = _zk_client(zk_connect, timeout)
     try:
-        data, stat = client.get(f"/brokers/ids/{broker_id}")
+        data, stat = client.get(BrokerIdZNode.path(broker_id))
     except NoNodeError:
         return None
     finally:

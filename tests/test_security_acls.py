@@ -20,97 +20,30 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.records import build_batch
+from tests.acl_helpers import (
+    ANON,
+    OTHER_HOST,
+    add_acl,
+    describe_acls,
+    metadata_request,
+    new_topic,
+    one_batch,
+    ready_topic,
+    secured_cluster,
+    wait_leader,
+    wire_client,
+)
 from tests.cli_helpers import tool
-from tests.wire import WireClient
-
-OTHER_HOST = "127.0.0.2"  # a second client address on the loopback interface
-ANON = "User:ANONYMOUS"
 
 
 @pytest.fixture(scope="module")
 def secured(cluster_factory):
-    c = cluster_factory(
-        1,
-        **{
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "allow.everyone.if.no.acl.found": "true",
-        },
-    )
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    _add(admin, ResourceType.BROKER, "kafka-cluster", AclOperation.ALL, host="127.0.0.1")
-    return c, admin
-
-
-def _add(admin, rtype, name, op, principal=ANON, host="*", allow=True, pattern=None):
-    binding = AclBinding(
-        rtype,
-        name,
-        pattern or ResourcePatternType.LITERAL,
-        principal,
-        host,
-        op,
-        AclPermissionType.ALLOW if allow else AclPermissionType.DENY,
-    )
-    for future in admin.create_acls([binding]).values():
-        assert future.result(timeout=30) is None
-    return binding
-
-
-def _topic(admin, prefix: str, exact: bool = False) -> str:
-    name = prefix if exact else f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
-    return name
-
-
-def _batch(value: bytes = b"v") -> bytes:
-    return build_batch([(None, value, [], int(time.time() * 1000))])
-
-
-def _wire(c, host: str | None = None) -> WireClient:
-    return WireClient.for_bootstrap(c.bootstrap, source_host=host)
-
-
-def _metadata(wire: WireClient, topics: list[str] | None):
-    body = {
-        "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-        "allow_auto_topic_creation": False,
-        "include_topic_authorized_operations": False,
-    }
-    return wire.request(3, 12, body)
-
-
-def _ready_topic(c, admin, prefix: str) -> tuple[str, WireClient]:
-    """A new one-partition topic with its leader elected, and a raw client from 127.0.0.1."""
-    topic = _topic(admin, prefix)
-    wire = _wire(c)
-    _wait_leader(wire, topic)
-    return topic, wire
-
-
-def _describe_acls(wire: WireClient, **fields):
-    """A raw DescribeAcls v1: every ACL unless ``fields`` narrow the filter."""
-    body = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-            "principal_filter": None, "host_filter": None, "operation": 1,
-            "permission_type": 1}  # fmt: skip
-    return wire.request(29, 1, {**body, **fields})
-
-
-def _wait_leader(wire: WireClient, topic: str):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        t = _metadata(wire, [topic]).topics[0]
-        if t.error_code == ErrorCode.none and t.partitions and t.partitions[0].leader_id >= 0:
-            return t.partitions[0]
-        time.sleep(0.2)
-    raise AssertionError(f"{topic} has no leader")
+    return secured_cluster(cluster_factory)
 
 
 # -- the ACL APIs and ZooKeeper ----------------------------------------------------------------
@@ -118,8 +51,8 @@ def test_acls_are_kept_in_zookeeper_as_kafka_keeps_them(secured):
     c, admin = secured
     zk = c.zk_client()
     name = f"zk-{uuid.uuid4().hex[:8]}"
-    _add(admin, ResourceType.TOPIC, name, AclOperation.READ, principal="User:alice")
-    _add(admin, ResourceType.GROUP, name, AclOperation.READ, principal="User:alice",
+    add_acl(admin, ResourceType.TOPIC, name, AclOperation.READ, principal="User:alice")
+    add_acl(admin, ResourceType.GROUP, name, AclOperation.READ, principal="User:alice",
          pattern=ResourcePatternType.PREFIXED, allow=False, host="10.0.0.1")  # fmt: skip
     data, _ = zk.get(f"/kafka-acl/Topic/{name}")
     assert json.loads(data) == {
@@ -192,7 +125,7 @@ def test_acls_are_kept_in_zookeeper_as_kafka_keeps_them(secured):
 def test_an_acl_with_an_unknown_operation_or_type_is_refused_and_nothing_written(secured):
     c, admin = secured
     zk = c.zk_client()
-    wire = _wire(c)
+    wire = wire_client(c)
     name = f"bad-{uuid.uuid4().hex[:8]}"
     good = {"resource_type": 2, "resource_name": name, "resource_pattern_type": 3,
             "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}  # fmt: skip
@@ -208,7 +141,7 @@ def test_an_acl_with_an_unknown_operation_or_type_is_refused_and_nothing_written
         assert resp.results[0].error_code == ErrorCode.invalid_request, bad
         assert resp.results[0].error_message
     assert zk.exists(f"/kafka-acl/Topic/{name}") is None
-    resp = _describe_acls(wire, resource_type_filter=2, resource_name_filter=name, operation=99)
+    resp = describe_acls(wire, resource_type_filter=2, resource_name_filter=name, operation=99)
     assert resp.error_code == ErrorCode.invalid_request
     assert wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
     wire.close()
@@ -216,8 +149,8 @@ def test_an_acl_with_an_unknown_operation_or_type_is_refused_and_nothing_written
 
 def test_acl_apis_need_cluster_rights(secured):
     c, _admin = secured
-    other = _wire(c, OTHER_HOST)  # no Cluster ACL for this host
-    resp = _describe_acls(other)
+    other = wire_client(c, OTHER_HOST)  # no Cluster ACL for this host
+    resp = describe_acls(other)
     assert resp.error_code == ErrorCode.cluster_authorization_failed
     resp = other.request(30, 1, {"creations": [{
         "resource_type": 2, "resource_name": "x", "resource_pattern_type": 3,
@@ -229,9 +162,9 @@ def test_acl_apis_need_cluster_rights(secured):
 # -- topics ---------------------------------------------------------------------------------
 def test_deny_write_refuses_produce_and_removing_it_lets_it_through(secured):
     c, admin = secured
-    topic, wire = _ready_topic(c, admin, "deny")
-    deny = _add(admin, ResourceType.TOPIC, topic, AclOperation.WRITE, allow=False)
-    assert wire.produce(topic, 0, _batch()).error_code == ErrorCode.topic_authorization_failed
+    topic, wire = ready_topic(c, admin, "deny")
+    deny = add_acl(admin, ResourceType.TOPIC, topic, AclOperation.WRITE, allow=False)
+    assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.topic_authorization_failed
     producer = Producer({"bootstrap.servers": c.bootstrap, "message.timeout.ms": 10000})
     errors = []
     producer.produce(topic, b"x", on_delivery=lambda err, _m: errors.append(err))
@@ -242,7 +175,7 @@ def test_deny_write_refuses_produce_and_removing_it_lets_it_through(secured):
     assert wire.fetch(topic, 0, 0).error_code == ErrorCode.topic_authorization_failed
 
     admin.delete_acls([deny_filter := _filter_of(deny)])[deny_filter].result(timeout=30)
-    r = wire.produce(topic, 0, _batch(b"after"))
+    r = wire.produce(topic, 0, one_batch(b"after"))
     assert r.error_code == ErrorCode.none and r.base_offset == 0
     wire.close()
 
@@ -254,19 +187,19 @@ def _filter_of(b: AclBinding) -> AclBindingFilter:
 
 def test_a_topic_with_acls_for_others_only_is_hidden_and_refused(secured):
     c, admin = secured
-    hidden = _topic(admin, "hidden")
-    visible = _topic(admin, "visible")
-    wire = _wire(c)
-    _wait_leader(wire, hidden)
-    _add(admin, ResourceType.TOPIC, hidden, AclOperation.ALL, principal="User:bob")
-    listed = {t.name for t in _metadata(wire, None).topics}
+    hidden = new_topic(admin, "hidden")
+    visible = new_topic(admin, "visible")
+    wire = wire_client(c)
+    wait_leader(wire, hidden)
+    add_acl(admin, ResourceType.TOPIC, hidden, AclOperation.ALL, principal="User:bob")
+    listed = {t.name for t in metadata_request(wire, None).topics}
     assert visible in listed and hidden not in listed
-    asked = _metadata(wire, [hidden, visible]).topics
+    asked = metadata_request(wire, [hidden, visible]).topics
     assert [(t.name, t.error_code) for t in asked] == [
         (hidden, ErrorCode.topic_authorization_failed),
         (visible, ErrorCode.none),
     ]
-    assert wire.produce(hidden, 0, _batch()).error_code == ErrorCode.topic_authorization_failed
+    assert wire.produce(hidden, 0, one_batch()).error_code == ErrorCode.topic_authorization_failed
     assert wire.fetch(hidden, 0, 0).error_code == ErrorCode.topic_authorization_failed
     offset = wire.list_offset(hidden, 0, -1)
     assert offset.error_code == ErrorCode.topic_authorization_failed
@@ -276,25 +209,25 @@ def test_a_topic_with_acls_for_others_only_is_hidden_and_refused(secured):
 def test_prefixed_acls_match_names_that_start_with_the_prefix(secured):
     c, admin = secured
     prefix = f"pfx{uuid.uuid4().hex[:6]}-"
-    inside = _topic(admin, prefix + "in", exact=True)
-    outside = _topic(admin, prefix[:-1], exact=True)  # without its dash: not covered
-    wire = _wire(c)
-    _wait_leader(wire, inside)
-    _wait_leader(wire, outside)
-    _add(admin, ResourceType.TOPIC, prefix, AclOperation.WRITE, allow=False,
+    inside = new_topic(admin, prefix + "in", exact=True)
+    outside = new_topic(admin, prefix[:-1], exact=True)  # without its dash: not covered
+    wire = wire_client(c)
+    wait_leader(wire, inside)
+    wait_leader(wire, outside)
+    add_acl(admin, ResourceType.TOPIC, prefix, AclOperation.WRITE, allow=False,
          pattern=ResourcePatternType.PREFIXED)  # fmt: skip
-    assert wire.produce(inside, 0, _batch()).error_code == ErrorCode.topic_authorization_failed
-    assert wire.produce(outside, 0, _batch()).error_code == ErrorCode.none
+    assert wire.produce(inside, 0, one_batch()).error_code == ErrorCode.topic_authorization_failed
+    assert wire.produce(outside, 0, one_batch()).error_code == ErrorCode.none
     wire.close()
 
 
 def test_deny_overrides_allow(secured):
     c, admin = secured
-    topic, wire = _ready_topic(c, admin, "both")
-    assert wire.produce(topic, 0, _batch()).error_code == ErrorCode.none
-    _add(admin, ResourceType.TOPIC, topic, AclOperation.ALL)
-    _add(admin, ResourceType.TOPIC, topic, AclOperation.WRITE, allow=False)
-    assert wire.produce(topic, 0, _batch()).error_code == ErrorCode.topic_authorization_failed
+    topic, wire = ready_topic(c, admin, "both")
+    assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.none
+    add_acl(admin, ResourceType.TOPIC, topic, AclOperation.ALL)
+    add_acl(admin, ResourceType.TOPIC, topic, AclOperation.WRITE, allow=False)
+    assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.topic_authorization_failed
     fetched = wire.fetch(topic, 0, 0)
     assert fetched.error_code == ErrorCode.none and fetched.high_watermark == 1
     wire.close()
@@ -302,12 +235,12 @@ def test_deny_overrides_allow(secured):
 
 def test_host_of_an_acl_must_match_the_client_address(secured):
     c, admin = secured
-    topic = _topic(admin, "host")
-    _add(admin, ResourceType.TOPIC, topic, AclOperation.ALL, host=OTHER_HOST)
-    here, there = _wire(c), _wire(c, OTHER_HOST)
-    _wait_leader(there, topic)
-    assert here.produce(topic, 0, _batch()).error_code == ErrorCode.topic_authorization_failed
-    assert there.produce(topic, 0, _batch()).error_code == ErrorCode.none
+    topic = new_topic(admin, "host")
+    add_acl(admin, ResourceType.TOPIC, topic, AclOperation.ALL, host=OTHER_HOST)
+    here, there = wire_client(c), wire_client(c, OTHER_HOST)
+    wait_leader(there, topic)
+    assert here.produce(topic, 0, one_batch()).error_code == ErrorCode.topic_authorization_failed
+    assert there.produce(topic, 0, one_batch()).error_code == ErrorCode.none
     here.close()
     there.close()
 
@@ -315,23 +248,23 @@ def test_host_of_an_acl_must_match_the_client_address(secured):
 def test_creating_a_topic_needs_create(secured):
     c, admin = secured
     prefix = f"nocreate{uuid.uuid4().hex[:6]}-"
-    _add(admin, ResourceType.TOPIC, prefix, AclOperation.CREATE, allow=False,
+    add_acl(admin, ResourceType.TOPIC, prefix, AclOperation.CREATE, allow=False,
          pattern=ResourcePatternType.PREFIXED)  # fmt: skip
-    other = _wire(c, OTHER_HOST)  # no Cluster Create from there, and the topic's is denied
+    other = wire_client(c, OTHER_HOST)  # no Cluster Create from there, and the topic's is denied
     assert other.create_topic(prefix + "a").error_code == ErrorCode.topic_authorization_failed
     assert other.create_topic(f"free-{uuid.uuid4().hex[:6]}").error_code == ErrorCode.none
     # from 127.0.0.1 Cluster Create (ALL) is enough, as in Kafka
-    assert _wire(c).create_topic(prefix + "b").error_code == ErrorCode.none
-    listed = {t.name for t in _metadata(other, None).topics}
+    assert wire_client(c).create_topic(prefix + "b").error_code == ErrorCode.none
+    listed = {t.name for t in metadata_request(other, None).topics}
     assert prefix + "a" not in listed
 
 
 # -- groups and transactions ----------------------------------------------------------------
 def test_group_read_denied_refuses_join_and_commit(secured):
     c, admin = secured
-    topic = _topic(admin, "grp")
+    topic = new_topic(admin, "grp")
     group = f"g-{uuid.uuid4().hex[:8]}"
-    _add(admin, ResourceType.GROUP, group, AclOperation.READ, allow=False)
+    add_acl(admin, ResourceType.GROUP, group, AclOperation.READ, allow=False)
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest"})  # fmt: skip
     consumer.subscribe([topic])
@@ -343,7 +276,7 @@ def test_group_read_denied_refuses_join_and_commit(secured):
             seen = msg.error()
     consumer.close()
     assert seen is not None and seen.code() == 30  # GROUP_AUTHORIZATION_FAILED
-    wire = _wire(c)
+    wire = wire_client(c)
     resp = wire.request(12, 4, {"group_id": group, "generation_id": 1, "member_id": "m",
                                 "group_instance_id": None})  # fmt: skip
     assert resp.error_code == ErrorCode.group_authorization_failed
@@ -353,8 +286,8 @@ def test_group_read_denied_refuses_join_and_commit(secured):
 def test_transactional_id_write_denied(secured):
     c, admin = secured
     txn_id = f"tx-{uuid.uuid4().hex[:8]}"
-    _add(admin, ResourceType.TRANSACTIONAL_ID, txn_id, AclOperation.WRITE, allow=False)
-    wire = _wire(c)
+    add_acl(admin, ResourceType.TRANSACTIONAL_ID, txn_id, AclOperation.WRITE, allow=False)
+    wire = wire_client(c)
     resp = wire.request(22, 4, {"transactional_id": txn_id, "transaction_timeout": 60000,
                                 "producer_id": -1, "producer_epoch": -1})  # fmt: skip
     assert resp.error_code == ErrorCode.transactional_id_authorization_failed
@@ -381,10 +314,10 @@ def _leader_and_isr(topic: str, leader: int, epoch: int) -> dict:
 
 def test_replayed_controller_requests_without_cluster_action_change_nothing(secured):
     c, admin = secured
-    topic = _topic(admin, "lai")
-    here = _wire(c)
-    before = _wait_leader(here, topic)
-    other = _wire(c, OTHER_HOST)
+    topic = new_topic(admin, "lai")
+    here = wire_client(c)
+    before = wait_leader(here, topic)
+    other = wire_client(c, OTHER_HOST)
     resp = other.request(4, 4, _leader_and_isr(topic, leader=99, epoch=before.leader_epoch + 5))
     assert resp.error_code == ErrorCode.cluster_authorization_failed
     resp = other.request(6, 7, {"controller_id": 99, "controller_epoch": 1000,
@@ -410,21 +343,21 @@ def test_replayed_controller_requests_without_cluster_action_change_nothing(secu
     assert resp.responses[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
     other.close()
 
-    after = _metadata(here, [topic]).topics[0].partitions[0]
+    after = metadata_request(here, [topic]).topics[0].partitions[0]
     assert (after.leader_id, after.leader_epoch) == (before.leader_id, before.leader_epoch)
-    assert len(_metadata(here, None).brokers) == 1  # UpdateMetadata did not empty the cache
-    r = here.produce(topic, 0, _batch())
+    assert len(metadata_request(here, None).brokers) == 1  # UpdateMetadata did not empty the cache
+    r = here.produce(topic, 0, one_batch())
     assert (r.error_code, r.base_offset) == (ErrorCode.none, 0)  # still the leader, log kept
     # the refused requests did not raise the controller epoch: the real controller's
     # next requests (a new topic) are still obeyed
-    _wait_leader(here, _topic(admin, "lai-after"))
+    wait_leader(here, new_topic(admin, "lai-after"))
     here.close()
 
 
 # -- quill-acls ------------------------------------------------------------------------------
 def test_quill_acls_add_list_remove(secured):
     c, admin = secured
-    topic, wire = _ready_topic(c, admin, "cli")
+    topic, wire = ready_topic(c, admin, "cli")
     run = tool("acls", c.bootstrap, f"--add --allow-principal User:bob --producer --topic {topic}")
     assert run.code == 0, run.err
     pattern = f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)"
@@ -433,7 +366,7 @@ def test_quill_acls_add_list_remove(secured):
         assert f"\t(principal=User:bob, host=*, operation={op}, permissionType=ALLOW)" in run.out
     assert f"Current ACLs for resource `{pattern}`: \n" in run.out
     # ACLs for bob now exist on the topic: ANONYMOUS is refused
-    assert wire.produce(topic, 0, _batch()).error_code == ErrorCode.topic_authorization_failed
+    assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.topic_authorization_failed
 
     listed = tool("acls", c.bootstrap, f"--list --topic {topic}")
     assert listed.code == 0, listed.err
@@ -442,13 +375,13 @@ def test_quill_acls_add_list_remove(secured):
     run = tool("acls", c.bootstrap, f"--add --allow-principal {ANON} --operation Write "
                f"--topic {topic}")  # fmt: skip
     assert run.code == 0, run.err
-    assert wire.produce(topic, 0, _batch()).error_code == ErrorCode.none
+    assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.none
 
     run = tool("acls", c.bootstrap, f"--remove --force --topic {topic}")
     assert run.code == 0, run.err
     listed = tool("acls", c.bootstrap, f"--list --topic {topic}")
     assert "principal=" not in listed.out
-    assert wire.produce(topic, 0, _batch()).error_code == ErrorCode.none  # open again
+    assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.none  # open again
 
     bad = tool("acls", c.bootstrap, f"--add --allow-principal User:bob --operation Fly "
                f"--topic {topic}")  # fmt: skip
@@ -460,7 +393,43 @@ def test_quill_acls_add_list_remove(secured):
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(cluster):
     c = cluster(1)
-    wire = _wire(c)
-    resp = _describe_acls(wire)
+    wire = wire_client(c)
+    resp = describe_acls(wire)
     assert resp.error_code == ErrorCode.security_disabled
     wire.close()
+
+
+def test_kafka_python_admin_creates_describes_and_deletes_acls(secured):
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ACLResourcePatternType as Pattern
+    from kafka.admin import ResourceType as KpType
+
+    c, _admin = secured
+    name = f"kp-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+    try:
+        acl = ACL("User:dave", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(KpType.TOPIC, name, Pattern.PREFIXED))  # fmt: skip
+        created = admin.create_acls([acl])
+        assert created["failed"] == [] and len(created["succeeded"]) == 1
+        selector = ACLFilter("User:dave", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                             ResourcePatternFilter(KpType.TOPIC, name, Pattern.ANY))  # fmt: skip
+        found, error = admin.describe_acls(selector)
+        assert error.errno == 0
+        assert [(a.principal, a.operation, a.resource_pattern.resource_name) for a in found] == [
+            ("User:dave", ACLOperation.READ, name)
+        ]
+        deleted = admin.delete_acls([selector])
+        assert [len(matches) for _f, matches, _e in deleted] == [1]
+        found, _error = admin.describe_acls(selector)
+        assert found == []
+    finally:
+        admin.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..zk.client import KafkaZkClient
 from ..zk.znodes import (
     SECURITY_PROTOCOL_IDS,
+    BrokerIdsZNode,
     BrokerInfo,
     LeaderAndIsr,
     TopicAssignment,
@@ -37,7 +38,7 @@ class ControllerContext:
 
     def refresh_brokers(self) -> tuple[set[int], set[int]]:
         """(joined, left) since the last look."""
-        ids = {int(b) for b in self.zk.zk.get_children("/brokers/ids")}
+        ids = {int(b) for b in self.zk.zk.get_children(BrokerIdsZNode.path)}
         joined, left = ids - set(self.brokers), set(self.brokers) - ids
         for broker_id in left:
             del self.brokers[broker_id]

@@ -115,12 +115,16 @@ class AclAuthorizer:
         log.info("ACLs of %s now: %d", pattern, len(entries))
 
     def _set(self, pattern: ResourcePattern, entries: frozenset) -> None:
+        """Copy-on-write (kazoo's thread writes, the event loop reads): readers see the
+        old maps or the new ones, never one being changed; memoized decisions go."""
         with self._lock:
-            by_name = self._acls.setdefault((pattern.pattern_type, pattern.resource_type), {})
+            key = (pattern.pattern_type, pattern.resource_type)
+            by_name = dict(self._acls.get(key, {}))
             if entries:
                 by_name[pattern.name] = entries
             else:
                 by_name.pop(pattern.name, None)
+            self._acls = {**self._acls, key: by_name}
             self._memo = {}
 
     # -- decisions ------------------------------------------------------------------------
@@ -133,10 +137,10 @@ class AclAuthorizer:
         name: str,
     ) -> bool:
         key = (str(principal), host, operation, resource_type, name)
-        decided = self._memo.get(key)
+        memo = self._memo  # taken first: a change meanwhile replaces it, dropping this answer
+        decided = memo.get(key)
         if decided is None:
             decided = self._decide(*key)
-            memo = self._memo
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
             memo[key] = decided

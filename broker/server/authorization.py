@@ -26,6 +26,7 @@ from ..protocol.fetch_response import PartitionData, encode_fetch_response
 from ..security.acl import CLUSTER_NAME
 from ..security.acl import AclOperation as Op
 from ..security.acl import ResourceType as R
+from ..zk.znodes import topic_id_bytes
 from . import request_context
 from .handlers import scram_users
 
@@ -244,6 +245,11 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
             "error_code",
         )
         body.update(_parts(req.topic_partitions, "topic", "partitions", None, resp, code))
+    elif api_key == 51:
+        users = dict.fromkeys(u.name for u in (*req.deletions, *req.upsertions))
+        body["results"] = [
+            {"user": u, "error_code": code, "error_message": _MESSAGES[code]} for u in users
+        ]
     elif api_key == 49:
         body["entries"] = [
             {
@@ -332,6 +338,22 @@ def _create_topics_target(server) -> Callable:
     return lambda t: None if cluster_create else (Op.CREATE, R.TOPIC, t.name)
 
 
+def _deleted_topic(server) -> Callable:
+    """DeleteTopics v6 may name a topic by id only: checked under the id's name."""
+
+    def target(item):
+        if isinstance(item, str) or item.name is not None:
+            return _topic(Op.DELETE)(item)
+        wanted = getattr(item.topic_id, "bytes", None)
+        name = next(
+            (m.name for m in server.cache.topics.values() if topic_id_bytes(m.topic_id) == wanted),
+            None,
+        )
+        return None if name is None else (Op.DELETE, R.TOPIC, name)  # unknown id: handler
+
+    return target
+
+
 def _key_target(req) -> Callable:
     if getattr(req, "key_type", 0) == 1:
         return lambda k: (Op.DESCRIBE, R.TRANSACTIONAL_ID, k)
@@ -360,10 +382,11 @@ ITEM_CHECKS: dict[int, Callable[[Any, int, Any], list[ItemCheck]]] = {
     20: lambda s, v, r: [
         ItemCheck(
             "topics" if v >= 6 else "topic_names",
-            _topic(Op.DELETE),
+            _deleted_topic(s),
             "responses",
             lambda t, c: {
                 "name": t if isinstance(t, str) else t.name,
+                "topic_id": None if isinstance(t, str) else t.topic_id,
                 "error_code": c,
                 "error_message": _MESSAGES[c],
             },

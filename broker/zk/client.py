@@ -338,7 +338,7 @@ class KafkaZkClient:
     def config_children(self, entity_path: str) -> list[str]:
         """Names under ``/config/<entity_path>`` (``users``, ``clients``, ``users/u/clients``)."""
         try:
-            return sorted(self.zk.get_children(f"/config/{entity_path}"))
+            return sorted(self.zk.get_children(ConfigEntityZNode.entity(entity_path)))
         except NoNodeError:
             return []
 

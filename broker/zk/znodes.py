@@ -221,9 +221,16 @@ class TopicPartitionsZNode:
 class ConfigEntityZNode:
     """``/config/<type>/<name>``: ``{"version":1,"config":{...}}`` for topics, clients, users."""
 
+    root = "/config"
+
     @staticmethod
     def path(entity_type: str, name: str) -> str:
         return f"/config/{entity_type}/{name}"
+
+    @staticmethod
+    def entity(entity_path: str) -> str:
+        """``topics/orders``, ``users/alice/clients/app`` or just ``users`` -> its znode."""
+        return f"/config/{entity_path}"
 
     @staticmethod
     def encode(config: dict[str, str]) -> bytes:

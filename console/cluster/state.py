@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from broker.zk.znodes import ConfigEntityZNode
 from console.cluster import wire, zk
 
 Part = tuple[str, int]
@@ -177,7 +178,7 @@ def min_isrs(topics: list[str]) -> dict[str, int]:
     """min.insync.replicas per topic: its override, else the brokers' dynamic default,
     else Kafka's default of 1."""
     default = int(zk.entity_config("brokers/<default>").get("min.insync.replicas", 1))
-    paths = {t: f"/config/topics/{t}" for t in topics}
+    paths = {t: ConfigEntityZNode.path("topics", t) for t in topics}
     data = zk.get_many(list(paths.values()))
     out = {}
     for t, path in paths.items():

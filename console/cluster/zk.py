@@ -15,11 +15,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from broker.zk.znodes import (
+    BrokerIdsZNode,
     BrokerIdZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
     ControllerZNode,
     TopicPartitionStateZNode,
+    TopicsZNode,
     TopicZNode,
 )
 from console.errors import ClusterUnavailable, NotFound
@@ -80,7 +82,7 @@ def children(path: str) -> list[str]:
 
 
 def broker_ids() -> list[int]:
-    return sorted(int(b) for b in children("/brokers/ids"))
+    return sorted(int(b) for b in children(BrokerIdsZNode.path))
 
 
 def brokers() -> list[dict]:
@@ -105,7 +107,7 @@ def controller() -> int | None:
 
 
 def topic_names() -> list[str]:
-    return sorted(children("/brokers/topics"))
+    return sorted(children(TopicsZNode.path))
 
 
 def assignments(topics: list[str]) -> dict[str, dict[int, list[int]]]:
@@ -146,7 +148,7 @@ def partition_states(parts: list[tuple[str, int]]) -> dict[tuple[str, int], dict
 def entity_config(entity_path: str) -> dict[str, str]:
     """/config/<entity_path>, e.g. topics/orders, users/alice/clients/app-1."""
     try:
-        return ConfigEntityZNode.decode(client().get(f"/config/{entity_path}")[0])
+        return ConfigEntityZNode.decode(client().get(ConfigEntityZNode.entity(entity_path))[0])
     except NoNodeError:
         return {}
 
@@ -155,7 +157,7 @@ def set_entity_config(entity_path: str, config: dict[str, str]) -> None:
     """Write /config/<entity_path> and a change notification, as kafka-configs does, so
     brokers pick the change up. An empty config is written as {} (Kafka keeps the znode)."""
     zk = client()
-    path = f"/config/{entity_path}"
+    path = ConfigEntityZNode.entity(entity_path)
     data = ConfigEntityZNode.encode(config)
     tx = zk.transaction()
     if zk.exists(path):
@@ -174,7 +176,7 @@ def set_entity_config(entity_path: str, config: dict[str, str]) -> None:
 
 def entities(entity_type: str) -> list[str]:
     """Names under /config/<entity_type> (users, clients)."""
-    return sorted(children(f"/config/{entity_type}"))
+    return sorted(children(ConfigEntityZNode.entity(entity_type)))
 
 
 def server_stats() -> dict:

@@ -20,7 +20,16 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.zk.znodes import BrokerIdZNode, ConfigEntityZNode, TopicZNode
+from broker.zk.znodes import (
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    ConfigEntityZNode,
+    ControllerZNode,
+    TopicPartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+from broker.zk.znodes import ConfigEntityChangeNotificationZNode as ConfigChanges
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +55,12 @@ class ClusterWatcher:
 
     # ------------------------------------------------------------ start
     def start(self) -> None:
-        for path in ("/brokers/ids", "/brokers/topics", "/config/changes"):
+        for path in (BrokerIdsZNode.path, TopicsZNode.path, ConfigChanges.path):
             self.zk.ensure_path(path)
-        ChildrenWatch(self.zk, "/brokers/ids", self._on_broker_ids)
-        DataWatch(self.zk, "/controller", self._on_controller)
-        ChildrenWatch(self.zk, "/brokers/topics", self._on_topics)
-        ChildrenWatch(self.zk, "/config/changes", self._on_config_changes)
+        ChildrenWatch(self.zk, BrokerIdsZNode.path, self._on_broker_ids)
+        DataWatch(self.zk, ControllerZNode.path, self._on_controller)
+        ChildrenWatch(self.zk, TopicsZNode.path, self._on_topics)
+        ChildrenWatch(self.zk, ConfigChanges.path, self._on_config_changes)
         self.started = True
 
     def snapshot(self) -> dict:
@@ -73,7 +82,7 @@ class ClusterWatcher:
             left = set(self.brokers) - ids
             for b in sorted(joined):
                 try:
-                    info = BrokerIdZNode.decode(b, self.zk.get(f"/brokers/ids/{b}")[0])
+                    info = BrokerIdZNode.decode(b, self.zk.get(BrokerIdZNode.path(b))[0])
                 except NoNodeError:
                     continue
                 self.brokers[b] = {"host": info.host, "port": info.port, "rack": info.rack}
@@ -129,7 +138,7 @@ class ClusterWatcher:
             for p in sorted(fresh):
                 DataWatch(
                     self.zk,
-                    f"/brokers/topics/{topic}/partitions/{p}/state",
+                    TopicPartitionStateZNode.path(topic, p),
                     self._state_callback(topic, p),
                 )
             return None
@@ -181,11 +190,15 @@ class ClusterWatcher:
 
     def _read_min_isr(self, topic: str) -> None:
         try:
-            config = ConfigEntityZNode.decode(self.zk.get(f"/config/topics/{topic}")[0])
+            config = ConfigEntityZNode.decode(
+                self.zk.get(ConfigEntityZNode.path("topics", topic))[0]
+            )
         except NoNodeError:
             config = {}
         try:
-            default = ConfigEntityZNode.decode(self.zk.get("/config/brokers/<default>")[0])
+            default = ConfigEntityZNode.decode(
+                self.zk.get(ConfigEntityZNode.path("brokers", "<default>"))[0]
+            )
         except NoNodeError:
             default = {}
         value = config.get("min.insync.replicas", default.get("min.insync.replicas", 1))
@@ -202,14 +215,14 @@ class ClusterWatcher:
             return  # old notifications are history, not news
         for name in fresh:
             try:
-                body = json.loads(self.zk.get(f"/config/changes/{name}")[0])
+                body = json.loads(self.zk.get(f"{ConfigChanges.path}/{name}")[0])
             except (NoNodeError, ValueError):
                 continue
             entity = body.get("entity_path", "")
             if entity.startswith("topics/"):
                 self._read_min_isr(entity.split("/", 1)[1])
             try:
-                config = ConfigEntityZNode.decode(self.zk.get(f"/config/{entity}")[0])
+                config = ConfigEntityZNode.decode(self.zk.get(ConfigEntityZNode.entity(entity))[0])
             except NoNodeError:
                 config = {}
             self._emit("config_change", entity=entity, config=config)

@@ -43,14 +43,17 @@ def list_all() -> list[dict]:
     paths = []
     for u in zk.entities("users"):
         paths.append(f"users/{u}")
-        paths += [f"users/{u}/clients/{c}" for c in zk.children(f"/config/users/{u}/clients")]
+        paths += [
+            f"users/{u}/clients/{c}"
+            for c in zk.children(ConfigEntityZNode.entity(f"users/{u}/clients"))
+        ]
     paths += [f"clients/{c}" for c in zk.entities("clients")]
-    data = zk.get_many([f"/config/{p}" for p in paths])
+    data = zk.get_many([ConfigEntityZNode.entity(p) for p in paths])
     rows = []
     for p in paths:
         quotas = {
             k: v
-            for k, v in ConfigEntityZNode.decode(data[f"/config/{p}"]).items()
+            for k, v in ConfigEntityZNode.decode(data[ConfigEntityZNode.entity(p)]).items()
             if k in validation.QUOTA_KEYS
         }
         if quotas:
