@@ -245,11 +245,6 @@ def refusal(server: KafkaServer, api_key: int, header: RequestHeader, req: Any, 
             "error_code",
         )
         body.update(_parts(req.topic_partitions, "topic", "partitions", None, resp, code))
-    elif api_key == 51:
-        users = dict.fromkeys(u.name for u in (*req.deletions, *req.upsertions))
-        body["results"] = [
-            {"user": u, "error_code": code, "error_message": _MESSAGES[code]} for u in users
-        ]
     elif api_key == 49:
         body["entries"] = [
             {
