@@ -87,6 +87,17 @@ def test_add_describe_and_delete_scram_credentials(broker):
     assert "RESOURCE_NOT_FOUND" in run.err
     assert "Attempt to delete a user credential that does not exist" in run.err
 
+    nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+    run = _configs(broker, f"--describe --entity-type users --entity-name {nobody}")
+    assert (run.code, run.lines) == (
+        0,
+        [
+            f"Error retrieving SCRAM credential configs for user-principal '{nobody}': "
+            f"RESOURCE_NOT_FOUND: Attempt to describe a user credential that does not exist: "
+            f"{nobody}"
+        ],
+    )
+
 
 def test_user_quotas_beside_credentials(broker):
     user = f"bob-{uuid.uuid4().hex[:6]}"

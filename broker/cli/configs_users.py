@@ -153,9 +153,11 @@ def _describe_scram(admin, users: list[str]) -> None:
         try:
             description = result(future)
         except KafkaException as exc:
+            # librdkafka (2.16) reads one byte past a user's error message here (the
+            # empty credential array's length, 0x01): not part of what the broker said
+            message = describe_error(exc).rstrip("\x00\x01")
             print(
-                f"Error retrieving SCRAM credential configs for user-principal '{name}': "
-                f"{describe_error(exc)}"
+                f"Error retrieving SCRAM credential configs for user-principal '{name}': {message}"
             )
             continue
         text = ", ".join(
