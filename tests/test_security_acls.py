@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -377,6 +378,15 @@ def test_quill_acls_add_list_remove(secured):
     assert run.code == 0, run.err
     assert wire.produce(topic, 0, one_batch()).error_code == ErrorCode.none
 
+    kept = tool("acls", c.bootstrap, f"--remove --topic {topic}", stdin="n\n")
+    assert "Are you sure you want to delete all ACLs for resource filter" in kept.out
+    assert tool("acls", c.bootstrap, f"--list --topic {topic}").out.count("principal=") == 4
+    log = Path(c.brokers[0].log_path).read_text(errors="replace")
+    assert (
+        f"Principal = User:ANONYMOUS is Denied Operation = Write from host = 127.0.0.1 "
+        f"on resource = Topic:{topic}"
+    ) in log
+
     run = tool("acls", c.bootstrap, f"--remove --force --topic {topic}")
     assert run.code == 0, run.err
     listed = tool("acls", c.bootstrap, f"--list --topic {topic}")
@@ -396,6 +406,28 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(cluster):
     wire = wire_client(c)
     resp = describe_acls(wire)
     assert resp.error_code == ErrorCode.security_disabled
+    # KIP-430 without an authorizer: every operation of the resource type, as Kafka says
+    assert wire.create_topic("ops-open").error_code == ErrorCode.none
+    wait_leader(wire, "ops-open")
+    resp = wire.request(3, 10, {"topics": [{"name": "ops-open", "topic_id": None}],
+                                "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": True,
+                                "include_topic_authorized_operations": True})  # fmt: skip
+    assert resp.topics[0].topic_authorized_operations == sum(
+        1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11)
+    )
+    assert resp.cluster_authorized_operations == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+    deadline = time.monotonic() + 60
+    while True:  # the group's coordinator comes with the offsets topic, made on demand
+        wire.request(10, 3, {"key": "g", "key_type": 0})
+        group = wire.request(15, 5, {"groups": ["g"], "include_authorized_operations": True})
+        if group.groups[0].error_code == ErrorCode.none:
+            break
+        assert time.monotonic() < deadline, group
+        time.sleep(0.5)
+    assert group.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    plain = wire.request(60, 0, {"include_cluster_authorized_operations": False})
+    assert plain.cluster_authorized_operations == -(2**31)  # not asked: "unknown"
     wire.close()
 
 
@@ -433,3 +465,22 @@ def test_kafka_python_admin_creates_describes_and_deletes_acls(secured):
         assert found == []
     finally:
         admin.close()
+
+
+def test_authorized_operations_bit_fields(secured):
+    c, admin = secured
+    topic, wire = ready_topic(c, admin, "ops")
+    add_acl(admin, ResourceType.TOPIC, topic, AclOperation.READ)
+    resp = wire.request(3, 10, {"topics": [{"name": topic, "topic_id": None}],
+                                "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": True,
+                                "include_topic_authorized_operations": True})  # fmt: skip
+    read, describe = 1 << 3, 1 << 8  # Kafka's AclOperation codes; Read implies Describe
+    assert resp.topics[0].topic_authorized_operations == read | describe
+    cluster_ops = (5, 7, 8, 9, 10, 11, 12)  # every Cluster operation: 127.0.0.1 has ALL
+    assert resp.cluster_authorized_operations == sum(1 << op for op in cluster_ops)
+    other = wire_client(c, OTHER_HOST)
+    resp = other.request(60, 0, {"include_cluster_authorized_operations": True})
+    assert resp.cluster_authorized_operations == 0
+    other.close()
+    wire.close()

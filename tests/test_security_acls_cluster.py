@@ -3,7 +3,8 @@
 The inter-broker listener is PLAINTEXT, so the controller's requests and the followers'
 fetches come from User:ANONYMOUS: as in Kafka, such a cluster needs
 super.users=User:ANONYMOUS (or a ClusterAction ACL) to replicate. ACLs written through
-one broker reach the others by ZooKeeper change notifications.
+one broker reach the others by ZooKeeper change notifications. With a SASL
+inter-broker listener the brokers' own user is the super user instead.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from quill_stack import ports
 from tests.acl_helpers import add_acl, describe_acls, metadata_request
+from tests.security_helpers import PLAIN_JAAS, jaas
 from tests.wire import WireClient
 
 
@@ -76,3 +79,57 @@ def test_three_brokers_replicate_and_share_acls(cluster):
             assert time.monotonic() < deadline, f"broker {broker.id} never saw the ACL"
             time.sleep(0.2)
         w.close()
+
+
+def test_brokers_authenticated_over_sasl_need_only_their_own_super_user(cluster):
+    """The inter-broker listener is SASL_PLAINTEXT (PLAIN user "broker", the only super
+    user): the controller's requests and the followers' fetches pass as User:broker,
+    while ANONYMOUS on the PLAINTEXT listener gets nothing without an ACL."""
+    internal = dict(zip((1, 2, 3), ports.free_ports(3), strict=True))
+    listeners = lambda b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
+    )
+    c = cluster(
+        3,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS,
+                username="broker",
+                password="broker-secret",
+                user_broker="broker-secret",
+            ),  # fmt: skip
+            "authorizer.class.name": "acl",
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": "User:broker",
+        },
+    )
+    as_broker = {
+        "bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in internal.values()),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "broker",
+        "sasl.password": "broker-secret",
+    }
+    topic = f"sasl-rep-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(as_broker)
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "3"})])[topic].result(
+        timeout=30
+    )
+    producer = Producer({**as_broker, "acks": "all", "message.timeout.ms": 60000})
+    errors = []
+    for i in range(20):
+        producer.produce(topic, str(i).encode(), on_delivery=lambda e, _m: errors.append(e))
+    assert producer.flush(90) == 0
+    assert errors == [None] * 20  # acks=all with min.insync.replicas=3: all three replicate
+
+    anonymous = Producer({"bootstrap.servers": c.bootstrap, "message.timeout.ms": 15000})
+    refused = []
+    anonymous.produce(topic, b"x", on_delivery=lambda e, _m: refused.append(e))
+    anonymous.flush(30)
+    assert refused and refused[0] is not None and refused[0].code() == 29

@@ -215,14 +215,19 @@ def _add(admin, args) -> int:
 def _remove(admin, args) -> int:
     bindings = _bindings(args)
     for r, entries in bindings.items():
-        what = "ACLs" if not entries else ", ".join(str(e) for e in entries)
-        if not args.force and not _confirm(
-            f"Are you sure you want to remove {what} from resource filter `{r}`? (y/n)"
-        ):
+        question = f"Are you sure you want to delete all ACLs for resource filter `{r}`? (y/n)"
+        if entries:
+            listed = "\n".join(f"\t{e}" for e in entries)
+            question = (
+                f"Are you sure you want to remove ACLs: \n {listed} \n from resource filter "
+                f"`{r}`? (y/n)"
+            )
+        if not args.force and not _confirm(question):
             continue
         filters = [_ck_filter(r, e) for e in entries] or [_ck_filter(r)]
         for future in admin.delete_acls(filters).values():
             result(future)
+    _print_acls("Current ACLs for resource", _describe(admin, [_ck_filter(r) for r in bindings]))
     return 0
 
 

@@ -141,6 +141,15 @@ class AclAuthorizer:
         decided = memo.get(key)
         if decided is None:
             decided = self._decide(*key)
+            if not decided:  # Kafka's kafka.authorizer.logger line, once per memoized decision
+                log.info(
+                    "Principal = %s is Denied Operation = %s from host = %s on resource = %s:%s",
+                    key[0],
+                    operation.zk_name,
+                    host,
+                    resource_type.zk_name,
+                    name,
+                )
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
             memo[key] = decided

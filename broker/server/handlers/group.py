@@ -18,6 +18,7 @@ from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader, ms
 from .. import request_context, topic_admin
+from ..authorization_responses import every_operation_without_authorizer
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -243,7 +244,8 @@ async def handle_describe_groups(server: KafkaServer, header: RequestHeader, req
                 "authorized_operations": AUTH_OPS_UNKNOWN,
             }
         )
-    return {"throttle_time": 0, "groups": groups}
+    body = {"throttle_time": 0, "groups": groups}
+    return every_operation_without_authorizer(server, 15, req, body)
 
 
 async def handle_list_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:

@@ -9,6 +9,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
 from ...zk.znodes import BrokerInfo, topic_id_bytes
 from .. import authorization, request_context, topic_admin
+from ..authorization_responses import every_operation_without_authorizer
 from ..metadata_cache import INTERNAL_TOPICS, TopicMeta
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
                 topics.append(
                     {"error_code": code, "name": name, "is_internal": False, "partitions": []}
                 )
-    return {
+    body = {
         "throttle_time": 0,
         "brokers": [
             {"node_id": b.id, "host": host, "port": port, "rack": b.rack}
@@ -184,12 +185,13 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
         "topics": topics,
         "cluster_authorized_operations": AUTH_OPS_UNKNOWN,
     }
+    return every_operation_without_authorizer(server, 3, req, body)
 
 
 async def handle_describe_cluster(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     await server.wait_metadata()
     cache = server.cache
-    return {
+    body = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -202,3 +204,4 @@ async def handle_describe_cluster(server: KafkaServer, header: RequestHeader, re
         ],
         "cluster_authorized_operations": AUTH_OPS_UNKNOWN,
     }
+    return every_operation_without_authorizer(server, 60, req, body)
