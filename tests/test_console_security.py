@@ -87,6 +87,10 @@ def test_admin_sets_changes_and_deletes_a_scram_password(console, zk):
     assert cred.iterations == 8192
     assert password_works(cred, user, "first-pw")
 
+    assert f'href="?user={user}&amp;mechanism=SCRAM-SHA-512#scram-form"' in page
+    prefilled = client.get(f"/security/scram-users/?user={user}&mechanism=SCRAM-SHA-512")
+    assert f'name="user" value="{user}"' in prefilled.content.decode()
+    assert "<option selected>SCRAM-SHA-512</option>" in prefilled.content.decode()
     client.post(
         "/security/scram-users/action",
         {"user": user, "mechanism": "SCRAM-SHA-512", "password": "second-pw"},

@@ -15,7 +15,6 @@ from quill_stack import services
 from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT
 from quill_stack.state import owner_env
-from tests.console_helpers import CHROMIUM, chromium_page
 from tests.scram_helpers import password_works, stored_credentials
 from tests.test_stack_services import create_admin
 
@@ -25,6 +24,8 @@ OUT = PROJECT_ROOT / "test-output" / "console"
 
 @pytest.fixture(scope="module")
 def stack(cluster_factory, redis_server, tmp_path_factory):
+    from tests.console_helpers import CHROMIUM  # imported late: console_helpers is a plugin
+
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is missing: run `make install` (apt-get install chromium)")
     cluster = cluster_factory(
@@ -53,6 +54,8 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(stack):
+    from tests.console_helpers import chromium_page
+
     with chromium_page(OUT) as pg:
         yield pg
 

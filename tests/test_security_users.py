@@ -243,7 +243,7 @@ def test_bad_describes_get_kafkas_codes(wire):
         (
             "",
             ErrorCode.resource_not_found,
-            "Cannot describe SCRAM credentials for empty username",
+            "Username must not be empty",
             0,
         ),
     ]

@@ -87,6 +87,17 @@ def test_add_describe_and_delete_scram_credentials(broker):
     assert "RESOURCE_NOT_FOUND" in run.err
     assert "Attempt to delete a user credential that does not exist" in run.err
 
+    nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+    run = _configs(broker, f"--describe --entity-type users --entity-name {nobody}")
+    assert (run.code, run.lines) == (
+        0,
+        [
+            f"Error retrieving SCRAM credential configs for user-principal '{nobody}': "
+            f"RESOURCE_NOT_FOUND: Attempt to describe a user credential that does not exist: "
+            f"{nobody}"
+        ],
+    )
+
 
 def test_user_quotas_beside_credentials(broker):
     user = f"bob-{uuid.uuid4().hex[:6]}"
@@ -223,3 +234,47 @@ def test_a_user_made_with_quill_configs_logs_in_until_deleted(broker, tmp_path):
     admin = AdminClient(_sasl(broker, user, "dave-256", "SCRAM-SHA-256"))
     described = admin.describe_user_scram_credentials([user])[user].result(timeout=30)
     assert [i.iterations for i in described.scram_credential_infos] == [4096]
+
+
+def test_the_controller_tools_connect_with_command_config(broker, tmp_path):
+    """quill-configs' quota path, quill-leader-election and quill-reassign-partitions talk
+    to the controller directly: over SASL with their client properties file; an unknown
+    security key is named."""
+    user = f"erin-{uuid.uuid4().hex[:6]}"
+    run = _configs(
+        broker,
+        f"--alter --add-config SCRAM-SHA-256=[password=erin-pw] --entity-type users --entity-name {user}",
+    )
+    assert run.code == 0, run.err
+    assert _settles(_sasl(broker, user, "erin-pw", "SCRAM-SHA-256"), True)
+    props = tmp_path / "erin.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        f"sasl.username={user}\nsasl.password=erin-pw\n"
+    )
+    sasl = ("--bootstrap-server", broker.sasl_bootstrap, "--command-config", str(props))
+    run = cli(
+        "configs", *sasl, "--alter", "--add-config", "consumer_byte_rate=2048",
+        "--entity-type", "users", "--entity-name", user,
+    )  # fmt: skip
+    assert (run.code, run.err) == (0, "")
+    run = cli("configs", *sasl, "--describe", "--entity-type", "users", "--entity-name", user)
+    assert run.lines == [
+        f"Quota configs for user-principal '{user}' are consumer_byte_rate=2048.0",
+        f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=4096",
+    ], run.err
+    run = cli("reassign_partitions", *sasl, "--list")
+    assert run.code == 0, run.err
+    admin_config = ("--bootstrap-server", broker.sasl_bootstrap, "--admin.config", str(props))
+    run = cli(  # Kafka's kafka-leader-election names it --admin.config
+        "leader_election", *admin_config, "--election-type", "PREFERRED", "--all-topic-partitions"
+    )
+    assert run.code == 0, run.err
+
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=SASL_PLAINTEXT\nsasl.kerberos.service.name=kafka\n")
+    run = cli("leader_election", "--bootstrap-server", broker.sasl_bootstrap,
+              "--admin.config", str(bad), "--election-type", "PREFERRED",
+              "--all-topic-partitions")  # fmt: skip
+    assert run.code == 1
+    assert "sasl.kerberos.service.name" in run.err

@@ -7,6 +7,11 @@ users' SCRAM credentials and quotas are in configs_users.py.
     quill-configs --bootstrap-server b:9092 --entity-type topics --entity-name t --describe
     Dynamic configs for topic t are:
       retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, ...}
+    quill-configs --bootstrap-server b:9092 --entity-type users --entity-name alice \\
+        --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
+    Completed updating config for user alice.
+    quill-configs --bootstrap-server b:9092 --entity-type users --describe
+    SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-512=iterations=8192
 """
 
 from __future__ import annotations

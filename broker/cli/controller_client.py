@@ -17,26 +17,33 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..client.connection import BrokerConnection, ConnectionClosed
-from ..client.security import ClientSecurity
+from ..client.security import ClientSecurity, ClientSecurityError
 from .common import CliError
 
 RETRIES = 5
 
-# what the tools cannot do over their plain connection to the controller
-_UNSUPPORTED_PREFIXES = ("sasl.", "ssl.")
+
+def command_security(conf: dict[str, str]) -> ClientSecurity:
+    """The --command-config's TLS/SASL settings for the direct connection to the
+    controller; a property that cannot work is refused with its key named."""
+    try:
+        return ClientSecurity.from_properties(conf)
+    except ClientSecurityError as exc:
+        raise CliError("INVALID_CONFIG", f"--command-config: {exc}") from None
 
 
-def check_plaintext(conf: dict[str, str], tool: str) -> None:
-    """Refuse client properties the controller connection would not honour."""
-    protocol = conf.get("security.protocol", "PLAINTEXT").upper()
-    bad = [k for k in conf if k.startswith(_UNSUPPORTED_PREFIXES)]
-    if protocol != "PLAINTEXT" or bad:
-        raise CliError(
-            "INVALID_CONFIG",
-            f"{tool} talks to the controller over PLAINTEXT only (Quill's brokers have no "
-            f"other listener protocol); remove {', '.join(bad) or 'security.protocol=' + protocol} "
-            "from --command-config.",
-        )
+class ControllerAdmin:
+    """confluent-kafka's AdminClient (it finds the controller and does everything else)
+    carrying the ClientSecurity that :func:`controller_request` connects with."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.security = command_security(conf)
+        self.admin = AdminClient(conf)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.admin, name)
 
 
 def controller_endpoint(admin, timeout: float = 30.0) -> tuple[str, int]:
@@ -58,7 +65,10 @@ def controller_request(
     security: ClientSecurity | None = None,
 ) -> Any:
     """Send ``body`` to the controller; the response (kio), after NOT_CONTROLLER retries.
-    ``security``: the --command-config's TLS/SASL settings (ClientSecurity)."""
+    ``security``: the --command-config's TLS/SASL settings (ClientSecurity); by default
+    those a :class:`ControllerAdmin` carries."""
+    if security is None:
+        security = getattr(admin, "security", None)
     for attempt in range(RETRIES):
         host, port = controller_endpoint(admin, timeout)
         try:

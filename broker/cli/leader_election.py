@@ -25,7 +25,7 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from .common import CliError, ToolParser, add_bootstrap, client_config, describe_error
-from .controller_client import check_plaintext, controller_request
+from .controller_client import ControllerAdmin, controller_request
 
 TOOL = "quill-leader-election"
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -104,11 +104,8 @@ def exception_name(code: ErrorCode) -> str:
 
 
 def _run(args) -> int:
-    from confluent_kafka.admin import AdminClient
-
     conf = client_config(args.bootstrap_server, config_file=args.command_config)
-    check_plaintext(conf, TOOL)
-    admin = AdminClient(conf)
+    admin = ControllerAdmin(conf)
     partitions = _partitions(args)
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions or ():

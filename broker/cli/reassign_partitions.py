@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from .common import CliError, ToolParser, add_bootstrap, client_config, describe_error, result
-from .controller_client import check_plaintext, controller_request
+from .controller_client import ControllerAdmin, controller_request
 from .reassign_plan import (
     BROKER_LEVEL_THROTTLES,
     CANNOT_EXECUTE_BECAUSE_OF_EXISTING,
@@ -109,11 +109,8 @@ def _check_args(parser: ToolParser, args) -> None:
 
 
 def _run(args) -> None:
-    from confluent_kafka.admin import AdminClient
-
     conf = client_config(args.bootstrap_server, config_file=args.command_config)
-    check_plaintext(conf, TOOL)
-    admin = AdminClient(conf)
+    admin = ControllerAdmin(conf)
     if args.list:
         print(listing_text(_ongoing(admin)))
     elif args.generate:

@@ -30,9 +30,9 @@ def _page(request, template: str, context: dict, key: str, read, errors, status:
     """The page with ``context[key] = read()`` (and the form and its errors), or the
     shell with the reason the cluster could not be read."""
     context = {
+        "form": request.POST if request.method == "POST" else {},
         **context,
         "errors": errors or {},
-        "form": request.POST if request.method == "POST" else {},
     }
     try:
         context[key] = read()
@@ -48,6 +48,8 @@ def scram_users(request: HttpRequest, errors=None, status=200) -> HttpResponse:
         "min_iterations": security_ops.MIN_ITERATIONS,
         "max_iterations": security_ops.MAX_ITERATIONS,
     }
+    if request.method == "GET":  # a row's "change password": the form names its user
+        context["form"] = {k: request.GET.get(k, "") for k in ("user", "mechanism")}
     read = lambda: security_ops.scram_users(actor(request))  # noqa: E731
     return _page(request, "console/scram_users.html", context, "scram_users", read, errors, status)
 

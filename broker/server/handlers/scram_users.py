@@ -11,7 +11,9 @@ a secret: a mechanism and its iterations per user.
 Alter is answered by the active controller only (NOT_CONTROLLER elsewhere), as in Kafka.
 With an authorizer, Describe needs Cluster Describe and Alter Cluster Alter
 (CLUSTER_AUTHORIZATION_FAILED, answered by :func:`refused`).
-Errors are Kafka's, per user, and a user with any bad alteration is not changed at all:
+Errors are Kafka's, per user, and a user with any bad alteration is not changed at all
+(an empty salt or salted password, which Kafka's ScramFormatter fails on with
+UNKNOWN_SERVER_ERROR, is UNACCEPTABLE_CREDENTIAL with a sentence here):
 empty user name or iterations out of [4096, 16384] -> UNACCEPTABLE_CREDENTIAL, unknown
 mechanism -> UNSUPPORTED_SASL_MECHANISM, the same (user, mechanism) twice ->
 DUPLICATE_RESOURCE, deleting a credential that does not exist -> RESOURCE_NOT_FOUND.
@@ -105,9 +107,8 @@ def describe(users: list[str] | None, configs: UserConfigs, all_users: list[str]
     counts = Counter(users)
     for user in counts:
         if user == "":
-            message = "Cannot describe SCRAM credentials for empty username"
             results[user] = {
-                **_result(user, ErrorCode.resource_not_found, message),
+                **_result(user, ErrorCode.resource_not_found, EMPTY_USER),
                 "credential_infos": [],
             }
         elif counts[user] > 1:
@@ -178,12 +179,12 @@ def plan_alterations(
 ) -> tuple[list[dict], dict[str, dict[str, str]]]:
     """Kafka's validation, in its order: (per-user results, new config map per user to
     write). A user with any problem keeps its credentials unchanged."""
-    illegal: dict[str, str] = {}
+    illegal: dict[str, str] = {}  # Kafka's maps: a user's last problem, upsertions' last
     for items, problem in ((deletions, _deletion_problem), (upsertions, _upsertion_problem)):
         for item in items:
             message = problem(item)
             if message is not None:
-                illegal.setdefault(item.name, message)
+                illegal[item.name] = message
     results = [
         _result(
             user,
