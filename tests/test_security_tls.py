@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import subprocess
 import time
 from pathlib import Path
 
@@ -199,3 +200,37 @@ def test_user_quotas_throttle_the_authenticated_principal(tls_cluster, pki):
     assert _produce(_ssl_conf(tls_cluster, pki, pki.bob), total).max_ms == 0
     assert _produce(_ssl_conf(tls_cluster, pki, pki.alice), total).max_ms > 0
     assert _produce(_sasl_ssl_conf(tls_cluster, pki, "SCRAM-SHA-256"), total).max_ms > 0
+
+
+def test_kcat_over_sasl_ssl(tls_cluster, pki):
+    """kcat (librdkafka's CLI) with -X client properties, as operators use it."""
+    props = [
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        "sasl.mechanism=SCRAM-SHA-256",
+        "-X",
+        f"sasl.username={SCRAM_USER}",
+        "-X",
+        f"sasl.password={SCRAM_PASSWORD}",
+        "-X",
+        f"ssl.ca.location={pki.ca_file}",
+    ]
+    bootstrap = ["-b", tls_cluster.sasl_ssl_bootstrap]
+    lines = [f"kcat-{i}" for i in range(3)]
+    produced = subprocess.run(
+        ["kcat", *bootstrap, *props, "-P", "-t", TOPIC, "-p", "0"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        ["kcat", *bootstrap, *props, "-C", "-t", TOPIC, "-p", "0", "-o", "-3", "-e", "-f", "%s\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == lines

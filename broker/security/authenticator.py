@@ -139,12 +139,13 @@ class SaslServerAuthenticator:
             who = f"User:{exc.username}" if exc.username else "unknown user"
             self.failed = f"{exc} ({server.mechanism}, {who})"
             log.warning(
-                "Failed authentication with %s (%s, principal %s, listener %s): %s",
+                "Failed authentication with %s (%s, principal %s, listener %s): %s%s",
                 self._peer,
                 server.mechanism,
                 who,
                 self._listener,
                 exc,
+                f" ({exc.detail})" if exc.detail else "",
             )
             raise
         if server.complete:
