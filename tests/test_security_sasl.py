@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
 from quill_stack import ports
+from tests.metrics_helpers import samples
 from tests.security_helpers import (
     PLAIN_JAAS,
     delete_scram_user,
@@ -52,6 +53,7 @@ def sasl_cluster(cluster_factory):
                 PLAIN_JAAS, **{f"user_{u}": p for u, p in PLAIN_USERS.items()}
             ),
             "auto.create.topics.enable": "false",
+            "quill.metrics.port": "free",  # request metrics must not count bare SASL tokens
         },
     )
     cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
@@ -301,6 +303,13 @@ def test_handshake_v0_then_raw_tokens(sasl_cluster):
         token = b"\0alice\0wrong"
         c.send_raw(struct.pack(">i", len(token)) + token)
         assert _closed(c)
+    requests = {
+        dict(labels).get("request")
+        for _name, labels in samples(sasl_cluster.brokers[0].metrics_port)
+        if dict(labels).get("request")
+    }
+    assert "SaslHandshake" in requests
+    assert all(not r.isdigit() for r in requests), requests  # no token taken for an API key
 
 
 def _scram_first(c: WireClient, mechanism: str, password: str) -> ScramClient:

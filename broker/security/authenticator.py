@@ -72,14 +72,15 @@ class SaslServerAuthenticator:
         self._peer = peer
         self._listener = listener
         self._server: SaslServer | None = None
-        self._raw_tokens = False  # after SaslHandshake v0: tokens without Kafka headers
+        #: after SaslHandshake v0 the frames are bare tokens without Kafka headers
+        self.raw_tokens = False
         self.complete = False
         #: set when the connection must be closed once the current response is sent
         self.failed: str | None = None
 
     async def handle(self, conn: Any, frame: bytes) -> bytes | None:
         """The response to one frame read before authentication completed."""
-        if self._raw_tokens:
+        if self.raw_tokens:
             return self._raw_token(conn, frame)
         api_key, version, correlation_id = peek_header(frame)
         if api_key == API_VERSIONS:
@@ -107,7 +108,7 @@ class SaslServerAuthenticator:
             error = ErrorCode.unsupported_sasl_mechanism
         else:
             self._server = self._mechanisms.server(mechanism)
-            self._raw_tokens = version == 0
+            self.raw_tokens = version == 0
             error = ErrorCode.none
         body = {"error_code": error, "mechanisms": tuple(enabled)}
         return _encode(SASL_HANDSHAKE, version, correlation_id, body)
