@@ -389,3 +389,41 @@ def test_sasl_port_stays_up(sasl_cluster):
     assert sasl_cluster.brokers[0].alive()
     with socket.create_connection(("127.0.0.1", sasl_cluster.sasl_port), timeout=10):
         pass
+
+
+def test_a_broker_with_only_a_sasl_listener(cluster_factory):
+    """No PLAINTEXT listener at all: the registration's legacy host/port are null/-1 (as
+    Kafka writes them), the controller reaches the broker over SASL_PLAINTEXT with PLAIN
+    credentials from the JAAS config, and clients produce and consume."""
+    import json
+
+    listeners = lambda _b, port: f"SASL_PLAINTEXT://127.0.0.1:{port}"  # noqa: E731
+    cluster = cluster_factory(
+        1,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS,
+                username="broker",
+                password="b-secret",
+                user_broker="b-secret",
+                user_alice="alice-secret",
+            ),
+        },
+    )
+    registration = json.loads(cluster.zk_client().get("/brokers/ids/1")[0])
+    assert (registration["host"], registration["port"]) == (None, -1)
+    assert registration["listener_security_protocol_map"] == {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+    conf = {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
+    values = [b"only-sasl-%d" % i for i in range(3)]
+    assert [v for _, v in round_trip(conf, "only-sasl", values, "g-only-sasl")] == values
