@@ -45,10 +45,10 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tls_cluster(cluster_factory, pki):
-    ssl_port, sasl_ssl_port = ports.free_ports(2)
+    ssl_port, sasl_ssl_port, requested_port = ports.free_ports(3)
     listeners = lambda _b, port: (  # noqa: E731
         f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
-        f"SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+        f"SASL_SSL://127.0.0.1:{sasl_ssl_port},REQUESTED://127.0.0.1:{requested_port}"
     )
     cluster = cluster_factory(
         1,
@@ -59,7 +59,11 @@ def tls_cluster(cluster_factory, pki):
             "ssl.keystore.location": str(pki.broker.keystore),
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(pki.ca_file),
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REQUESTED:SSL"
+            ),
             "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.requested.ssl.client.auth": "requested",
             "ssl.principal.mapping.rules": RULES,
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
             "auto.create.topics.enable": "false",
@@ -67,6 +71,7 @@ def tls_cluster(cluster_factory, pki):
     )
     cluster.ssl_bootstrap = f"127.0.0.1:{ssl_port}"
     cluster.sasl_ssl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"
+    cluster.requested_bootstrap = f"127.0.0.1:{requested_port}"
     cluster.zk = cluster.zk_client()
     set_scram_user(cluster.zk, SCRAM_USER, SCRAM_PASSWORD)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -127,11 +132,16 @@ def test_confluent_kafka_over_ssl_with_a_client_certificate(tls_cluster, pki):
 def test_untrusted_or_expired_client_certificates_are_refused(tls_cluster, pki, who):
     refusals = _refusals(tls_cluster)
     first_error(_ssl_conf(tls_cluster, pki, getattr(pki, who)))
-    deadline = time.monotonic() + 20
-    while _refusals(tls_cluster) == refusals and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _refusals(tls_cluster) > refusals  # the broker refused the handshake
+    _wait_refused(tls_cluster, refusals)
     _serves_everyone(tls_cluster, pki)
+
+
+def _wait_refused(cluster, refusals: int) -> None:
+    """Until the broker logged one more refused certificate than ``refusals``."""
+    deadline = time.monotonic() + 20
+    while _refusals(cluster) == refusals and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _refusals(cluster) > refusals  # the broker refused the handshake
 
 
 def _refusals(cluster) -> int:
@@ -234,3 +244,20 @@ def test_kcat_over_sasl_ssl(tls_cluster, pki):
     )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.split() == lines
+
+
+def test_requested_client_auth_takes_clients_with_and_without_certificates(tls_cluster, pki):
+    """ssl.client.auth=requested (set for that listener only): no certificate is
+    ANONYMOUS and welcome, a trusted one is taken, an untrusted one is still refused."""
+    requested = {"bootstrap.servers": tls_cluster.requested_bootstrap}
+    with_cert = {**_ssl_conf(tls_cluster, pki, pki.alice), **requested}
+    without = {
+        k: v
+        for k, v in with_cert.items()
+        if not k.endswith((".certificate.location", ".key.location"))
+    }
+    for conf in (with_cert, without):
+        assert TOPIC in AdminClient(conf).list_topics(timeout=30).topics
+    refusals = _refusals(tls_cluster)
+    first_error({**_ssl_conf(tls_cluster, pki, pki.stranger), **requested})
+    _wait_refused(tls_cluster, refusals)
