@@ -368,11 +368,16 @@ def test_garbage_before_and_during_the_exchange_closes_only_that_connection(sasl
         assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
         c.send_raw(struct.pack(">i", 12) + b"\x00\x24\x00\x02" + b"\xff" * 8)
         assert _closed(c)
+    with _raw(sasl_cluster) as c:  # SaslHandshake at a version nobody speaks (a fuzzer find)
+        body = struct.pack(">hhih", 17, 122, 1, 2) + b"fz" + struct.pack(">h", 5) + b"PLAIN"
+        c.send_raw(struct.pack(">i", len(body)) + body)
+        assert _closed(c)
     with _raw(sasl_cluster) as c:  # a TLS ClientHello on the SASL_PLAINTEXT port
         c.send_raw(bytes.fromhex("16030100a5010000a10303") + b"\0" * 64)
         assert _closed(c)
     good = AdminClient(_conf(sasl_cluster, "PLAIN", "alice", PLAIN_USERS["alice"]))
     assert TOPIC in good.list_topics(timeout=30).topics
+    assert "unexpected error" not in _broker_log(sasl_cluster)  # refusals, not bugs
 
 
 def test_plaintext_listener_answers_sasl_requests_with_illegal_state(sasl_cluster):

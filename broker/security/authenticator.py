@@ -39,6 +39,8 @@ from .sasl_errors import SaslAuthenticationError
 log = logging.getLogger(__name__)
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+#: the versions spoken (ApiVersions advertises the same: server/apis.py)
+HANDSHAKE_VERSIONS, AUTHENTICATE_VERSIONS = (0, 1), (0, 2)
 #: Kafka's sasl.server.max.receive.size: the largest frame read before authentication
 SASL_MAX_RECEIVE_SIZE = 524288
 
@@ -86,9 +88,11 @@ class SaslServerAuthenticator:
         if api_key == API_VERSIONS:
             return await self._api_versions(conn, frame)
         if api_key == SASL_HANDSHAKE and self._server is None:
+            _check_version("SaslHandshake", version, HANDSHAKE_VERSIONS)
             _header, request = parse_request(frame)
             return self._handshake(request.mechanism, version, correlation_id)
         if api_key == SASL_AUTHENTICATE and self._server is not None:
+            _check_version("SaslAuthenticate", version, AUTHENTICATE_VERSIONS)
             _header, request = parse_request(frame)
             return self._authenticate(conn, request.auth_bytes, version, correlation_id)
         state = "authentication" if self._server is not None else "handshake"
@@ -154,6 +158,13 @@ class SaslServerAuthenticator:
             self.complete = True
             log.debug("%s authenticated as %s (%s)", self._peer, conn.principal, server.mechanism)
         return challenge
+
+
+def _check_version(name: str, version: int, spoken: tuple[int, int]) -> None:
+    if not spoken[0] <= version <= spoken[1]:
+        raise ProtocolError(
+            f"{name} v{version} is not supported (we speak v{spoken[0]}-v{spoken[1]})"
+        )
 
 
 def _encode(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:
