@@ -248,3 +248,28 @@ def test_scram_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_does(
     r = dict(a.split("=", 1) for a in server_first.split(","))["r"]
     with pytest.raises(SaslAuthenticationError):  # the right nonce, the wrong password
         server.evaluate(_kcat_style_final(mechanism, "nope", "n=u,r=cnonce", server_first, r))
+
+
+def test_pem_text_without_line_breaks_still_loads(tmp_path):
+    """ssl.keystore.certificate.chain / .key / ssl.truststore.certificates as a
+    properties file gives them after a backslash continuation: one line each."""
+    from broker.security.ssl_factory import server_context
+    from tests.security_helpers import Pki
+
+    pki = Pki(tmp_path)
+    issued = pki.issue("broker")
+
+    def one_line(path) -> str:
+        return " ".join(path.read_text().split("\n"))
+
+    ctx = server_context(
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": one_line(issued.cert),
+            "ssl.keystore.key": one_line(issued.key),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": one_line(pki.ca_file),
+            "ssl.client.auth": "required",
+        }
+    )
+    assert len(ctx.get_ca_certs()) == 1
