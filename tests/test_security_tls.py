@@ -30,12 +30,13 @@ SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
 # "CN=alice,OU=eng,O=Quill Tests" -> "alice"; other DNs stay whole
 RULES = "RULE:^CN=([^,]+),OU=eng,O=Quill Tests$/$1/L,DEFAULT"
 QUOTA = 100_000  # bytes/s
+KEY_PASSWORD = "keystore-secret"
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     pki = Pki(tmp_path_factory.mktemp("pki"))
-    pki.broker = pki.issue("broker")
+    pki.broker = pki.issue("broker", key_password=KEY_PASSWORD)
     pki.alice = pki.issue("Alice", ou="eng")
     pki.bob = pki.issue("bob", ou="ops")
     pki.expired = pki.issue("old", ou="eng", expired=True)
@@ -57,6 +58,7 @@ def tls_cluster(cluster_factory, pki):
             "advertised.listeners": listeners,
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(pki.broker.keystore),
+            "ssl.key.password": KEY_PASSWORD,
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(pki.ca_file),
             "listener.security.protocol.map": (
@@ -261,3 +263,18 @@ def test_requested_client_auth_takes_clients_with_and_without_certificates(tls_c
     refusals = _refusals(tls_cluster)
     first_error({**_ssl_conf(tls_cluster, pki, pki.stranger), **requested})
     _wait_refused(tls_cluster, refusals)
+
+
+def test_describe_configs_hides_the_key_password(tls_cluster, pki):
+    """ssl.key.password (which the encrypted keystore needed) is sensitive: no value on
+    the wire, as Kafka answers for its PASSWORD configs; the keystore's path is shown."""
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": tls_cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = admin.describe_configs([resource])[resource].result(30)
+    password = entries["ssl.key.password"]
+    assert password.value is None and password.is_sensitive
+    assert KEY_PASSWORD not in repr({k: e.value for k, e in entries.items()})
+    assert entries["ssl.keystore.location"].value == str(pki.broker.keystore)
+    assert not entries["ssl.keystore.location"].is_sensitive
