@@ -35,7 +35,8 @@ def local_cluster(
     src: Path | None = None,
 ):
     """``src``: run the brokers from another source tree (e.g. an older commit exported
-    for a before/after benchmark) instead of this one."""
+    for a before/after benchmark) instead of this one. An override whose value is
+    callable gets ``value(broker_id, port)``: per-broker listeners, say."""
     from kazoo.client import KazooClient
 
     from quill_stack import ports, services
@@ -58,8 +59,11 @@ def local_cluster(
         zk_connect = f"127.0.0.1:{zk_port}/quill-bench"
         cluster = LocalCluster("", zk_connect)
         for broker_id, port in enumerate(ports.free_ports(n_brokers), start=1):
+            mine = {
+                k: v(broker_id, port) if callable(v) else v for k, v in (overrides or {}).items()
+            }
             spec = services.broker_spec(
-                state, broker_id, port, zk_connect, n_brokers, overrides=overrides or {}
+                state, broker_id, port, zk_connect, n_brokers, overrides=mine
             )
             if event_loop:
                 spec.env["QUILL_EVENT_LOOP"] = event_loop

@@ -43,11 +43,13 @@ def _name(cn: str, ou: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
-def _pem_key(key) -> bytes:
+def _pem_key(key, password: str | None = None) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+        serialization.BestAvailableEncryption(password.encode())
+        if password
+        else serialization.NoEncryption(),
     )
 
 
@@ -94,7 +96,9 @@ class Pki:
         ou: str | None = None,
         hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
         expired: bool = False,
+        key_password: str | None = None,
     ) -> Issued:
+        """``key_password``: the key files are encrypted with it (``ssl.key.password``)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         if expired:
@@ -121,8 +125,8 @@ class Pki:
         base = self.dir / cn
         paths = Issued(base.with_suffix(".crt"), base.with_suffix(".key"), base.with_suffix(".pem"))
         paths.cert.write_bytes(cert_pem)
-        paths.key.write_bytes(_pem_key(key))
-        paths.keystore.write_bytes(_pem_key(key) + cert_pem)
+        paths.key.write_bytes(_pem_key(key, key_password))
+        paths.keystore.write_bytes(_pem_key(key, key_password) + cert_pem)
         return paths
 
 

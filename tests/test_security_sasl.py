@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
 from quill_stack import ports
+from tests.metrics_helpers import samples
 from tests.security_helpers import (
     PLAIN_JAAS,
     delete_scram_user,
@@ -52,6 +53,7 @@ def sasl_cluster(cluster_factory):
                 PLAIN_JAAS, **{f"user_{u}": p for u, p in PLAIN_USERS.items()}
             ),
             "auto.create.topics.enable": "false",
+            "quill.metrics.port": "free",  # request metrics must not count bare SASL tokens
         },
     )
     cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
@@ -301,6 +303,13 @@ def test_handshake_v0_then_raw_tokens(sasl_cluster):
         token = b"\0alice\0wrong"
         c.send_raw(struct.pack(">i", len(token)) + token)
         assert _closed(c)
+    requests = {
+        dict(labels).get("request")
+        for _name, labels in samples(sasl_cluster.brokers[0].metrics_port)
+        if dict(labels).get("request")
+    }
+    assert "SaslHandshake" in requests
+    assert all(not r.isdigit() for r in requests), requests  # no token taken for an API key
 
 
 def _scram_first(c: WireClient, mechanism: str, password: str) -> ScramClient:
@@ -359,11 +368,16 @@ def test_garbage_before_and_during_the_exchange_closes_only_that_connection(sasl
         assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
         c.send_raw(struct.pack(">i", 12) + b"\x00\x24\x00\x02" + b"\xff" * 8)
         assert _closed(c)
+    with _raw(sasl_cluster) as c:  # SaslHandshake at a version nobody speaks (a fuzzer find)
+        body = struct.pack(">hhih", 17, 122, 1, 2) + b"fz" + struct.pack(">h", 5) + b"PLAIN"
+        c.send_raw(struct.pack(">i", len(body)) + body)
+        assert _closed(c)
     with _raw(sasl_cluster) as c:  # a TLS ClientHello on the SASL_PLAINTEXT port
         c.send_raw(bytes.fromhex("16030100a5010000a10303") + b"\0" * 64)
         assert _closed(c)
     good = AdminClient(_conf(sasl_cluster, "PLAIN", "alice", PLAIN_USERS["alice"]))
     assert TOPIC in good.list_topics(timeout=30).topics
+    assert "unexpected error" not in _broker_log(sasl_cluster)  # refusals, not bugs
 
 
 def test_plaintext_listener_answers_sasl_requests_with_illegal_state(sasl_cluster):
@@ -380,3 +394,41 @@ def test_sasl_port_stays_up(sasl_cluster):
     assert sasl_cluster.brokers[0].alive()
     with socket.create_connection(("127.0.0.1", sasl_cluster.sasl_port), timeout=10):
         pass
+
+
+def test_a_broker_with_only_a_sasl_listener(cluster_factory):
+    """No PLAINTEXT listener at all: the registration's legacy host/port are null/-1 (as
+    Kafka writes them), the controller reaches the broker over SASL_PLAINTEXT with PLAIN
+    credentials from the JAAS config, and clients produce and consume."""
+    import json
+
+    listeners = lambda _b, port: f"SASL_PLAINTEXT://127.0.0.1:{port}"  # noqa: E731
+    cluster = cluster_factory(
+        1,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS,
+                username="broker",
+                password="b-secret",
+                user_broker="b-secret",
+                user_alice="alice-secret",
+            ),
+        },
+    )
+    registration = json.loads(cluster.zk_client().get("/brokers/ids/1")[0])
+    assert (registration["host"], registration["port"]) == (None, -1)
+    assert registration["listener_security_protocol_map"] == {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+    conf = {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
+    values = [b"only-sasl-%d" % i for i in range(3)]
+    assert [v for _, v in round_trip(conf, "only-sasl", values, "g-only-sasl")] == values

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import subprocess
 import time
 from pathlib import Path
 
@@ -29,12 +30,13 @@ SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
 # "CN=alice,OU=eng,O=Quill Tests" -> "alice"; other DNs stay whole
 RULES = "RULE:^CN=([^,]+),OU=eng,O=Quill Tests$/$1/L,DEFAULT"
 QUOTA = 100_000  # bytes/s
+KEY_PASSWORD = "keystore-secret"
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     pki = Pki(tmp_path_factory.mktemp("pki"))
-    pki.broker = pki.issue("broker")
+    pki.broker = pki.issue("broker", key_password=KEY_PASSWORD)
     pki.alice = pki.issue("Alice", ou="eng")
     pki.bob = pki.issue("bob", ou="ops")
     pki.expired = pki.issue("old", ou="eng", expired=True)
@@ -44,10 +46,10 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tls_cluster(cluster_factory, pki):
-    ssl_port, sasl_ssl_port = ports.free_ports(2)
+    ssl_port, sasl_ssl_port, requested_port = ports.free_ports(3)
     listeners = lambda _b, port: (  # noqa: E731
         f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
-        f"SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+        f"SASL_SSL://127.0.0.1:{sasl_ssl_port},REQUESTED://127.0.0.1:{requested_port}"
     )
     cluster = cluster_factory(
         1,
@@ -56,9 +58,14 @@ def tls_cluster(cluster_factory, pki):
             "advertised.listeners": listeners,
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(pki.broker.keystore),
+            "ssl.key.password": KEY_PASSWORD,
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(pki.ca_file),
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REQUESTED:SSL"
+            ),
             "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.requested.ssl.client.auth": "requested",
             "ssl.principal.mapping.rules": RULES,
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
             "auto.create.topics.enable": "false",
@@ -66,6 +73,7 @@ def tls_cluster(cluster_factory, pki):
     )
     cluster.ssl_bootstrap = f"127.0.0.1:{ssl_port}"
     cluster.sasl_ssl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"
+    cluster.requested_bootstrap = f"127.0.0.1:{requested_port}"
     cluster.zk = cluster.zk_client()
     set_scram_user(cluster.zk, SCRAM_USER, SCRAM_PASSWORD)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -126,11 +134,16 @@ def test_confluent_kafka_over_ssl_with_a_client_certificate(tls_cluster, pki):
 def test_untrusted_or_expired_client_certificates_are_refused(tls_cluster, pki, who):
     refusals = _refusals(tls_cluster)
     first_error(_ssl_conf(tls_cluster, pki, getattr(pki, who)))
-    deadline = time.monotonic() + 20
-    while _refusals(tls_cluster) == refusals and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _refusals(tls_cluster) > refusals  # the broker refused the handshake
+    _wait_refused(tls_cluster, refusals)
     _serves_everyone(tls_cluster, pki)
+
+
+def _wait_refused(cluster, refusals: int) -> None:
+    """Until the broker logged one more refused certificate than ``refusals``."""
+    deadline = time.monotonic() + 20
+    while _refusals(cluster) == refusals and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _refusals(cluster) > refusals  # the broker refused the handshake
 
 
 def _refusals(cluster) -> int:
@@ -199,3 +212,69 @@ def test_user_quotas_throttle_the_authenticated_principal(tls_cluster, pki):
     assert _produce(_ssl_conf(tls_cluster, pki, pki.bob), total).max_ms == 0
     assert _produce(_ssl_conf(tls_cluster, pki, pki.alice), total).max_ms > 0
     assert _produce(_sasl_ssl_conf(tls_cluster, pki, "SCRAM-SHA-256"), total).max_ms > 0
+
+
+def test_kcat_over_sasl_ssl(tls_cluster, pki):
+    """kcat (librdkafka's CLI) with -X client properties, as operators use it."""
+    props = [
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        "sasl.mechanism=SCRAM-SHA-256",
+        "-X",
+        f"sasl.username={SCRAM_USER}",
+        "-X",
+        f"sasl.password={SCRAM_PASSWORD}",
+        "-X",
+        f"ssl.ca.location={pki.ca_file}",
+    ]
+    bootstrap = ["-b", tls_cluster.sasl_ssl_bootstrap]
+    lines = [f"kcat-{i}" for i in range(3)]
+    produced = subprocess.run(
+        ["kcat", *bootstrap, *props, "-P", "-t", TOPIC, "-p", "0"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        ["kcat", *bootstrap, *props, "-C", "-t", TOPIC, "-p", "0", "-o", "-3", "-e", "-f", "%s\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == lines
+
+
+def test_requested_client_auth_takes_clients_with_and_without_certificates(tls_cluster, pki):
+    """ssl.client.auth=requested (set for that listener only): no certificate is
+    ANONYMOUS and welcome, a trusted one is taken, an untrusted one is still refused."""
+    requested = {"bootstrap.servers": tls_cluster.requested_bootstrap}
+    with_cert = {**_ssl_conf(tls_cluster, pki, pki.alice), **requested}
+    without = {
+        k: v
+        for k, v in with_cert.items()
+        if not k.endswith((".certificate.location", ".key.location"))
+    }
+    for conf in (with_cert, without):
+        assert TOPIC in AdminClient(conf).list_topics(timeout=30).topics
+    refusals = _refusals(tls_cluster)
+    first_error({**_ssl_conf(tls_cluster, pki, pki.stranger), **requested})
+    _wait_refused(tls_cluster, refusals)
+
+
+def test_describe_configs_hides_the_key_password(tls_cluster, pki):
+    """ssl.key.password (which the encrypted keystore needed) is sensitive: no value on
+    the wire, as Kafka answers for its PASSWORD configs; the keystore's path is shown."""
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": tls_cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = admin.describe_configs([resource])[resource].result(30)
+    password = entries["ssl.key.password"]
+    assert password.value is None and password.is_sensitive
+    assert KEY_PASSWORD not in repr({k: e.value for k, e in entries.items()})
+    assert entries["ssl.keystore.location"].value == str(pki.broker.keystore)
+    assert not entries["ssl.keystore.location"].is_sensitive

@@ -206,3 +206,70 @@ def test_a_plain_listener_with_its_jaas_config_is_accepted():
         }
     )
     assert cfg.unknown == []
+
+
+def _kcat_style_final(mechanism: str, password: str, first_bare: str, server_first: str, r: str):
+    """A client-final message with nonce ``r``, its proof computed as RFC 5802 says."""
+    import base64
+    import hashlib
+    import hmac
+
+    name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    attrs = dict(a.split("=", 1) for a in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        name, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"])
+    )
+    client_key = hmac.digest(salted, b"Client Key", name)
+    without_proof = f"c=biws,r={r}"
+    auth = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.digest(hashlib.new(name, client_key).digest(), auth, name)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_scram_final_nonce_that_ends_with_the_servers_is_accepted_as_kafka_does():
+    """librdkafka 1.x sends r=<client nonce><server's r>; Kafka checks endsWith."""
+    mechanism = "SCRAM-SHA-256"
+    cache = CredentialCache()
+    cache.update("u", {mechanism: ScramCredential.from_password(mechanism, "pw").to_config_value()})
+    for prefix, accepted in (("cnonce", True), ("", True), ("x", True)):
+        server = ScramServer(mechanism, cache)
+        server_first = server.evaluate(b"n,,n=u,r=cnonce").decode()
+        r = dict(a.split("=", 1) for a in server_first.split(","))["r"]
+        final = _kcat_style_final(mechanism, "pw", "n=u,r=cnonce", server_first, prefix + r)
+        assert server.evaluate(final) and server.complete is accepted
+    server = ScramServer(mechanism, cache)
+    server_first = server.evaluate(b"n,,n=u,r=cnonce").decode()
+    r = dict(a.split("=", 1) for a in server_first.split(","))["r"]
+    with pytest.raises(SaslAuthenticationError):  # a nonce that does not end with the server's
+        server.evaluate(_kcat_style_final(mechanism, "pw", "n=u,r=cnonce", server_first, r + "x"))
+    server = ScramServer(mechanism, cache)
+    server_first = server.evaluate(b"n,,n=u,r=cnonce").decode()
+    r = dict(a.split("=", 1) for a in server_first.split(","))["r"]
+    with pytest.raises(SaslAuthenticationError):  # the right nonce, the wrong password
+        server.evaluate(_kcat_style_final(mechanism, "nope", "n=u,r=cnonce", server_first, r))
+
+
+def test_pem_text_without_line_breaks_still_loads(tmp_path):
+    """ssl.keystore.certificate.chain / .key / ssl.truststore.certificates as a
+    properties file gives them after a backslash continuation: one line each."""
+    from broker.security.ssl_factory import server_context
+    from tests.security_helpers import Pki
+
+    pki = Pki(tmp_path)
+    issued = pki.issue("broker")
+
+    def one_line(path) -> str:
+        return " ".join(path.read_text().split("\n"))
+
+    ctx = server_context(
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": one_line(issued.cert),
+            "ssl.keystore.key": one_line(issued.key),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": one_line(pki.ca_file),
+            "ssl.client.auth": "required",
+        }
+    )
+    assert len(ctx.get_ca_certs()) == 1

@@ -39,6 +39,8 @@ from .sasl_errors import SaslAuthenticationError
 log = logging.getLogger(__name__)
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+#: the versions spoken (ApiVersions advertises the same: server/apis.py)
+HANDSHAKE_VERSIONS, AUTHENTICATE_VERSIONS = (0, 1), (0, 2)
 #: Kafka's sasl.server.max.receive.size: the largest frame read before authentication
 SASL_MAX_RECEIVE_SIZE = 524288
 
@@ -72,22 +74,25 @@ class SaslServerAuthenticator:
         self._peer = peer
         self._listener = listener
         self._server: SaslServer | None = None
-        self._raw_tokens = False  # after SaslHandshake v0: tokens without Kafka headers
+        #: after SaslHandshake v0 the frames are bare tokens without Kafka headers
+        self.raw_tokens = False
         self.complete = False
         #: set when the connection must be closed once the current response is sent
         self.failed: str | None = None
 
     async def handle(self, conn: Any, frame: bytes) -> bytes | None:
         """The response to one frame read before authentication completed."""
-        if self._raw_tokens:
+        if self.raw_tokens:
             return self._raw_token(conn, frame)
         api_key, version, correlation_id = peek_header(frame)
         if api_key == API_VERSIONS:
             return await self._api_versions(conn, frame)
         if api_key == SASL_HANDSHAKE and self._server is None:
+            _check_version("SaslHandshake", version, HANDSHAKE_VERSIONS)
             _header, request = parse_request(frame)
             return self._handshake(request.mechanism, version, correlation_id)
         if api_key == SASL_AUTHENTICATE and self._server is not None:
+            _check_version("SaslAuthenticate", version, AUTHENTICATE_VERSIONS)
             _header, request = parse_request(frame)
             return self._authenticate(conn, request.auth_bytes, version, correlation_id)
         state = "authentication" if self._server is not None else "handshake"
@@ -107,7 +112,7 @@ class SaslServerAuthenticator:
             error = ErrorCode.unsupported_sasl_mechanism
         else:
             self._server = self._mechanisms.server(mechanism)
-            self._raw_tokens = version == 0
+            self.raw_tokens = version == 0
             error = ErrorCode.none
         body = {"error_code": error, "mechanisms": tuple(enabled)}
         return _encode(SASL_HANDSHAKE, version, correlation_id, body)
@@ -139,12 +144,13 @@ class SaslServerAuthenticator:
             who = f"User:{exc.username}" if exc.username else "unknown user"
             self.failed = f"{exc} ({server.mechanism}, {who})"
             log.warning(
-                "Failed authentication with %s (%s, principal %s, listener %s): %s",
+                "Failed authentication with %s (%s, principal %s, listener %s): %s%s",
                 self._peer,
                 server.mechanism,
                 who,
                 self._listener,
                 exc,
+                f" ({exc.detail})" if exc.detail else "",
             )
             raise
         if server.complete:
@@ -152,6 +158,13 @@ class SaslServerAuthenticator:
             self.complete = True
             log.debug("%s authenticated as %s (%s)", self._peer, conn.principal, server.mechanism)
         return challenge
+
+
+def _check_version(name: str, version: int, spoken: tuple[int, int]) -> None:
+    if not spoken[0] <= version <= spoken[1]:
+        raise ProtocolError(
+            f"{name} v{version} is not supported (we speak v{spoken[0]}-v{spoken[1]})"
+        )
 
 
 def _encode(api_key: int, version: int, correlation_id: int, body: dict) -> bytes:

@@ -6,9 +6,10 @@ from __future__ import annotations
 class SaslAuthenticationError(Exception):
     """SASL_AUTHENTICATION_FAILED (58): bad credentials or a malformed token."""
 
-    def __init__(self, message: str, username: str | None = None) -> None:
+    def __init__(self, message: str, username: str | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.username = username
+        self.detail = detail  # for the broker's log only: the client gets ``message``
 
 
 class IllegalSaslStateError(Exception):

@@ -36,12 +36,24 @@ class ScramServer:
             raise ScramException("unknown user")
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
-    def _failed(self) -> SaslAuthenticationError:
+    def _failed(self, detail: str) -> SaslAuthenticationError:
         return SaslAuthenticationError(
             "Authentication failed during authentication due to invalid credentials "
             f"with SASL mechanism {self.mechanism}",
             self._username,
+            detail,
         )
+
+    def _accept_kafka_nonce(self, client_final: str) -> None:
+        sent = getattr(self._server, "nonce", None)
+        if sent is None:
+            return
+        for attr in client_final.split(","):
+            if attr.startswith("r="):
+                nonce = attr[2:]
+                if nonce != str(sent) and nonce.endswith(str(sent)):
+                    self._server.nonce = type(sent)(nonce)
+                return
 
     def evaluate(self, token: bytes) -> bytes:
         if self.complete or self._round > 1:
@@ -57,10 +69,11 @@ class ScramServer:
             if self._round == 1:
                 self._server.set_client_first(message)
                 return self._server.get_server_first().encode()
+            self._accept_kafka_nonce(message)
             self._server.set_client_final(message)
             final = self._server.get_server_final().encode()
-        except ScramException:
-            raise self._failed() from None
+        except ScramException as exc:
+            raise self._failed(str(exc)) from None
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
             # scramp's parsers let some malformed messages through as Python errors
             raise SaslAuthenticationError(

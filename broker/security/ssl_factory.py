@@ -1,18 +1,22 @@
-"""TLS contexts from Kafka's PEM key and trust store settings (Python's ``ssl``).
+r"""TLS contexts from Kafka's PEM key and trust store settings (Python's ``ssl``).
 
 Keystore: ``ssl.keystore.location`` (a PEM file holding the private key and the
 certificate chain) or ``ssl.keystore.certificate.chain`` + ``ssl.keystore.key`` (the PEM
 text itself), the key optionally encrypted with ``ssl.key.password``. Truststore:
 ``ssl.truststore.location`` (a PEM file of CA certificates) or
 ``ssl.truststore.certificates`` (their PEM text). Only ``PEM`` store types are read:
-JKS and PKCS12 are Java's, and refused with the key named.
+JKS and PKCS12 are Java's, and refused with the key named. PEM text from a properties
+file may have lost its line breaks (a ``\`` continuation joins the lines, as Java's
+Properties does); it is re-wrapped before OpenSSL reads it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,12 +53,26 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str
     return False
 
 
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> str:
+    """Each PEM block with its base64 body re-wrapped at 64 columns."""
+    blocks = [
+        f"-----BEGIN {kind}-----\n"
+        + "\n".join(textwrap.wrap("".join(body.split()), 64))
+        + f"\n-----END {kind}-----\n"
+        for kind, body in _PEM_BLOCK.findall(text)
+    ]
+    return "".join(blocks) or text
+
+
 def _load_pem_text(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
     """ssl reads key and chain from files only: a private temporary file, removed at once."""
     fd, path = tempfile.mkstemp(suffix=".pem")
     try:
         with os.fdopen(fd, "w") as out:
-            out.write(key.strip() + "\n" + chain.strip() + "\n")
+            out.write(normalize_pem(key) + normalize_pem(chain))
         ctx.load_cert_chain(path, password=password)
     finally:
         os.unlink(path)
@@ -71,7 +89,7 @@ def _load_truststore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: s
             ctx.load_verify_locations(cafile=location)
             return True
         if certificates:
-            ctx.load_verify_locations(cadata=certificates)
+            ctx.load_verify_locations(cadata=normalize_pem(certificates))
             return True
     except (OSError, ssl.SSLError) as exc:
         raise SslConfigError(f"cannot load {prefix}ssl.truststore: {exc}") from None

@@ -28,6 +28,7 @@ from ..protocol.messages import (
 )
 from ..protocol.produce_response import encode_produce_response
 from ..quota.manager import REQUEST
+from ..security.authenticator import AUTHENTICATE_VERSIONS, HANDSHAKE_VERSIONS
 from . import authorization, request_context
 from .network import then
 from .quotas import TimedCoroutine, produce_throttle, request_throttle
@@ -57,7 +58,7 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     14: ("SyncGroup", 0, 5),
     15: ("DescribeGroups", 0, 5),
     16: ("ListGroups", 0, 5),
-    17: ("SaslHandshake", 0, 1),
+    17: ("SaslHandshake", *HANDSHAKE_VERSIONS),
     18: ("ApiVersions", 0, 3),
     19: ("CreateTopics", 2, 7),
     20: ("DeleteTopics", 1, 6),
@@ -75,7 +76,7 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     32: ("DescribeConfigs", 1, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 1, 4),
-    36: ("SaslAuthenticate", 0, 2),
+    36: ("SaslAuthenticate", *AUTHENTICATE_VERSIONS),
     37: ("CreatePartitions", 0, 3),
     42: ("DeleteGroups", 0, 2),
     43: ("ElectLeaders", 0, 2),

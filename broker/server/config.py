@@ -46,6 +46,7 @@ class Key:
     default: Any
     doc: str
     minimum: int | None = None
+    sensitive: bool = False  # Kafka's PASSWORD type: DescribeConfigs shows no value
 
 
 def _int(text: str) -> int:
@@ -231,12 +232,24 @@ KEYS: dict[str, Key] = {
         Key("connections.max.reauth.ms", _int, 0, "KIP-368 re-authentication (0: off)", 0),
         Key("ssl.keystore.type", str, "JKS", "PEM only (JKS and PKCS12 are Java's)"),
         Key("ssl.keystore.location", str, None, "PEM file with the private key and certificates"),
-        Key("ssl.keystore.certificate.chain", str, None, "PEM certificate chain (text)"),
-        Key("ssl.keystore.key", str, None, "PEM private key (text)"),
-        Key("ssl.key.password", str, None, "Password of an encrypted private key"),
+        Key(
+            "ssl.keystore.certificate.chain",
+            str,
+            None,
+            "PEM certificate chain (text)",
+            sensitive=True,
+        ),
+        Key("ssl.keystore.key", str, None, "PEM private key (text)", sensitive=True),
+        Key("ssl.key.password", str, None, "Password of an encrypted private key", sensitive=True),
         Key("ssl.truststore.type", str, "JKS", "PEM only"),
         Key("ssl.truststore.location", str, None, "PEM file of trusted CA certificates"),
-        Key("ssl.truststore.certificates", str, None, "PEM trusted CA certificates (text)"),
+        Key(
+            "ssl.truststore.certificates",
+            str,
+            None,
+            "PEM trusted CA certificates (text)",
+            sensitive=True,
+        ),
         Key("ssl.client.auth", str, "none", "none, requested or required (mTLS)"),
         Key("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate DN -> principal name"),
         Key(

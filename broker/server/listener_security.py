@@ -65,6 +65,11 @@ def listener_value(cfg: BrokerConfig, listener: str, key: str) -> Any:
         ) from None
 
 
+def _ssl_settings(cfg: BrokerConfig, listener: str) -> dict[str, Any]:
+    """The listener's ``ssl.*`` values (its own where set, else the broker's)."""
+    return {k: listener_value(cfg, listener, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
+
+
 def jaas_config(cfg: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
     key = f"{_prefix(listener)}{mechanism.lower()}{JAAS_SUFFIX}"
     text = cfg.raw.get(key)
@@ -128,7 +133,7 @@ def build_listener_security(
     protocol, name = endpoint.security_protocol, endpoint.name
     sec = ListenerSecurity(name, protocol)
     if protocol in ("SSL", "SASL_SSL"):
-        settings = {k: listener_value(cfg, name, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
+        settings = _ssl_settings(cfg, name)
         try:
             sec.ssl_context = server_context(
                 settings, _prefix(name) if _has_prefixed(cfg, name) else ""
@@ -228,7 +233,7 @@ def inter_broker_security(cfg: BrokerConfig) -> ClientSecurity:
     protocol = next(e for e in cfg.endpoints.advertised if e.name == name).security_protocol
     context = None
     if protocol in ("SSL", "SASL_SSL"):
-        settings = {k: listener_value(cfg, name, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
+        settings = _ssl_settings(cfg, name)
         try:
             context = broker_client_context(settings, _prefix(name))
         except SslConfigError as exc:

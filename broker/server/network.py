@@ -272,6 +272,7 @@ class Connection(asyncio.Protocol):
                 self._handling = True
                 started = time.perf_counter_ns()
                 auth = self.authenticator
+                raw = auth is not None and auth.raw_tokens  # a bare SASL token, no Kafka header
                 try:
                     if auth is None:
                         response = await self.server.handler(self, frame)
@@ -293,7 +294,10 @@ class Connection(asyncio.Protocol):
                 else:
                     if response is not None:
                         await self.send(response)
-                    self.server.observe(frame, arrived, started, handled, time.perf_counter_ns())
+                    if not raw:
+                        self.server.observe(
+                            frame, arrived, started, handled, time.perf_counter_ns()
+                        )
                 self.last_active = time.monotonic()
                 self._release(4 + len(frame))
                 if self._mute_s > 0:

@@ -36,6 +36,7 @@ from broker.protocol.records import (
     scan_valid_prefix,
     validate_produce,
 )
+from broker.security.authenticator import SaslServerAuthenticator
 from broker.security.credential_cache import CredentialCache
 from broker.security.jaas import parse_jaas_config
 from broker.security.sasl_errors import SaslAuthenticationError
@@ -295,7 +296,7 @@ def checkpoint(data: bytes) -> None:
 
 # -- SASL tokens -------------------------------------------------------------------------
 
-SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "JAAS"]
+SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "JAAS", "FRAMES"]
 SASL_USER, SASL_PASSWORD = "user", "pencil"
 _SCRAM_CACHE: list[CredentialCache] = []
 
@@ -312,13 +313,52 @@ def _scram_credentials() -> CredentialCache:
     return _SCRAM_CACHE[0]
 
 
+class _Listener:
+    """The SASL side of a listener with every mechanism, as ListenerSasl offers it."""
+
+    enabled = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+    def server(self, mechanism: str):
+        if mechanism == "PLAIN":
+            return PlainServer({SASL_USER: SASL_PASSWORD})
+        return ScramServer(mechanism, _scram_credentials())
+
+
+class _Conn:
+    principal = None
+
+
+async def _no_api_versions(_conn, _frame) -> bytes:
+    return b""
+
+
+def _sasl_frames(frames: list[bytes]) -> None:
+    """SaslServerAuthenticator over request frames until it completes, fails or refuses
+    one (ProtocolError: the connection would be closed)."""
+    auth = SaslServerAuthenticator(_Listener(), _no_api_versions, "fuzz:1", "SASL_PLAINTEXT")
+    for frame in frames:
+        coro = auth.handle(_Conn(), frame)
+        try:
+            coro.send(None)  # nothing in it waits: it runs to the end at once
+        except StopIteration:
+            pass
+        except ProtocolError:
+            return
+        if auth.complete or auth.failed:
+            return
+
+
 def sasl(data: bytes) -> None:
     """The SASL servers on a client's tokens: the first byte picks PLAIN, SCRAM-SHA-256,
     SCRAM-SHA-512 (the rest is client-first, then client-final after a 0xFF byte, which
-    UTF-8 never holds) or a JAAS config value. Refusals are SaslAuthenticationError
-    (ValueError for JAAS)."""
+    UTF-8 never holds), a JAAS config value, or frames for the authenticator's state
+    machine (split at 0xFF 0xFF). Refusals are SaslAuthenticationError (ValueError for
+    JAAS, ProtocolError for frames)."""
     mechanism = _pick(data, SASL_MECHANISMS)
     body = data[1:]
+    if mechanism == "FRAMES":
+        _sasl_frames(body.split(b"\xff\xff")[:8])
+        return
     if mechanism == "JAAS":
         try:
             parse_jaas_config(body.decode("utf-8", "replace"))

@@ -77,6 +77,8 @@ def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> li
         value = server.config.raw.get(key) if explicit else spec.default
         if isinstance(value, list):
             value = ",".join(value)
+        if spec.sensitive:  # passwords and private keys: never on the wire, as Kafka
+            value = None
         source = STATIC_BROKER_CONFIG if explicit else DEFAULT_CONFIG
         rows.append(
             {
@@ -88,11 +90,13 @@ def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> li
                 else str(value),
                 "read_only": True,
                 "config_source": source,
-                "is_sensitive": False,
-                "synonyms": [{"name": key, "value": str(value), "source": source}]
+                "is_sensitive": spec.sensitive,
+                "synonyms": [
+                    {"name": key, "value": None if value is None else str(value), "source": source}
+                ]
                 if synonyms
                 else [],
-                "config_type": 2,
+                "config_type": 7 if spec.sensitive else 2,  # PASSWORD, STRING
                 "documentation": spec.doc,
             }
         )
