@@ -418,6 +418,9 @@ def test_a_broker_with_only_a_sasl_listener(cluster_factory):
                 user_broker="b-secret",
                 user_alice="alice-secret",
             ),
+            # KIP-306 made long enough that an early close cannot pass unnoticed
+            "connection.failed.authentication.delay.ms": "600000",
+            "connections.max.idle.ms": "1200000",
         },
     )
     registration = json.loads(cluster.zk_client().get("/brokers/ids/1")[0])
@@ -432,3 +435,16 @@ def test_a_broker_with_only_a_sasl_listener(cluster_factory):
     }
     values = [b"only-sasl-%d" % i for i in range(3)]
     assert [v for _, v in round_trip(conf, "only-sasl", values, "g-only-sasl")] == values
+
+    # a failed login is answered at once, but the connection is held open (no request
+    # read) for connection.failed.authentication.delay.ms before the close
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    with Raw(host, int(port)) as c:
+        assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+        assert c.request(36, 2, {"auth_bytes": b"\0alice\0wrong"}).error_code == 58
+        from broker.protocol.messages import RequestHeader, build, encode_request, request_schema
+
+        c.correlation += 1
+        retry = build(request_schema(36, 2), {"auth_bytes": b"\0alice\0alice-secret"})
+        c.send_raw(encode_request(RequestHeader(36, 2, c.correlation, "t"), retry))
+        assert not c.is_closed_by_peer(timeout=3)  # neither closed nor answered yet

@@ -187,6 +187,13 @@ def test_scram_server_against_scramp_client(mechanism):
             },
             "ssl.keystore.location",
         ),
+        (
+            {
+                "connection.failed.authentication.delay.ms": "600000",
+                "connections.max.idle.ms": "600000",
+            },
+            "connection.failed.authentication.delay.ms",
+        ),
     ],
 )
 def test_security_settings_that_cannot_work_refuse_start_up(props, named):

@@ -192,6 +192,13 @@ KEYS: dict[str, Key] = {
         Key("quota.window.num", _int, 11, "Samples a client quota rate is measured over", 2),
         Key("quota.window.size.seconds", _int, 1, "Length of each client quota sample", 1),
         Key("connections.max.idle.ms", _int, 600000, "Idle connections are closed after this"),
+        Key(
+            "connection.failed.authentication.delay.ms",
+            _int,
+            100,
+            "A connection that failed authentication is closed this much later",
+            0,
+        ),
         Key("max.connections", _int, 2**31 - 1, "Connections the broker holds at most", 0),
         Key("max.connections.per.ip", _int, 2**31 - 1, "Connections one address may hold", 0),
         Key("max.connections.per.ip.overrides", str, "", "host:count,... per-address limits"),
@@ -395,6 +402,15 @@ class BrokerConfig:
             raise ConfigError(
                 "Invalid value 0 for configuration max.connections.per.ip: it needs "
                 "max.connections.per.ip.overrides, or no client could connect"
+            )
+        delay, idle = (
+            self.values["connection.failed.authentication.delay.ms"],
+            self.values["connections.max.idle.ms"],
+        )
+        if delay >= idle:
+            raise ConfigError(
+                f"Invalid value {delay} for configuration connection.failed.authentication."
+                f"delay.ms: it must be less than connections.max.idle.ms ({idle})"
             )
 
     def __getitem__(self, key: str) -> Any:

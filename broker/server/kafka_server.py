@@ -78,6 +78,7 @@ class KafkaServer:
             ),
             memory_pool=RequestMemoryPool(config["queued.max.request.bytes"]),
             max_idle_ms=config["connections.max.idle.ms"],
+            failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],
         )
         self.authorizer = AclAuthorizer.from_config(config)  # None: no authorization at all
         self.credential_cache = CredentialCache()  # SCRAM users, from /config/users

@@ -387,9 +387,16 @@ class Connection(asyncio.Protocol):
                 self.transport.write(part)
 
     async def _close_after(self, response: Response, reason: str) -> None:
-        """Send the last response (when there is one), then close (SASL failures)."""
+        """Send the last response (when there is one), then close (SASL failures) after
+        ``connection.failed.authentication.delay.ms``, reading nothing meanwhile (KIP-306:
+        a password guesser gets one try per delay per connection)."""
         if response is not None:
             await self.send(response)
+        delay_s = self.server.failed_authentication_delay_ms / 1000.0
+        if delay_s > 0 and not self._closed and self.transport is not None:
+            self.transport.pause_reading()
+            self._frames.clear()
+            await asyncio.sleep(delay_s)
         if not self._closed:
             log.info("closing connection from %s: %s", self.peer, reason)
             self._closed = True
@@ -435,6 +442,7 @@ class SocketServer:
         quotas: ConnectionQuotas | None = None,
         memory_pool: RequestMemoryPool | None = None,
         max_idle_ms: int = 600_000,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.handler = handler
         self.max_request_size = max_request_size
@@ -444,6 +452,7 @@ class SocketServer:
         self.quotas = quotas or ConnectionQuotas()
         self.memory_pool = memory_pool or RequestMemoryPool()
         self.max_idle_ms = max_idle_ms
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self.connections: set[Connection] = set()
         self.use_sendfile = hasattr(os, "sendfile")
         self._listeners: list[socket.socket] = []
