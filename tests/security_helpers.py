@@ -130,6 +130,33 @@ class Pki:
         return paths
 
 
+def sasl_listener_cluster(
+    cluster_factory, mechanisms: str, plain_users: dict[str, str] | None = None, **config
+):
+    """One broker with a PLAINTEXT listener (tests' admin path) and a SASL_PLAINTEXT one
+    offering ``mechanisms``; PLAIN users from the listener's JAAS config. The cluster
+    gains ``sasl_port`` and ``sasl_bootstrap``."""
+    from quill_stack import ports
+
+    sasl_port = ports.free_ports(1)[0]
+    listeners = lambda _b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    )
+    settings = {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "sasl.enabled.mechanisms": mechanisms,
+    }
+    if plain_users:
+        settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = jaas(
+            PLAIN_JAAS, **{f"user_{u}": p for u, p in plain_users.items()}
+        )
+    cluster = cluster_factory(1, **settings, **config)
+    cluster.sasl_port = sasl_port
+    cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    return cluster
+
+
 def jaas(module: str, **options: str) -> str:
     """``module required k="v" ...;`` as Kafka's sasl.jaas.config values are written."""
     opts = " ".join(f'{k}="{v}"' for k, v in options.items())

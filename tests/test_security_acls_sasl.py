@@ -16,9 +16,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quill_stack import ports
 from tests.cli_helpers import tool
-from tests.security_helpers import PLAIN_JAAS, jaas
+from tests.security_helpers import sasl_listener_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -29,26 +28,17 @@ TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH, TXN_AUTH = 29, 30, 31, 53
 
 @pytest.fixture(scope="module")
 def secure(cluster_factory, tmp_path_factory):
-    sasl_port = ports.free_ports(1)[0]
-    listeners = lambda _b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
-    )
-    c = cluster_factory(
-        1,
+    c = sasl_listener_cluster(
+        cluster_factory,
+        "PLAIN",
+        USERS,
         **{
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
-                PLAIN_JAAS, **{f"user_{u}": p for u, p in USERS.items()}
-            ),
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "allow.everyone.if.no.acl.found": "false",
             "super.users": "User:admin;User:ANONYMOUS",
             "auto.create.topics.enable": "false",
         },
     )
-    c.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     admin_props = tmp_path_factory.mktemp("acl-sasl") / "admin.properties"
     admin_props.write_text(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"

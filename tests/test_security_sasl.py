@@ -17,7 +17,6 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
-from quill_stack import ports
 from tests.metrics_helpers import samples
 from tests.security_helpers import (
     PLAIN_JAAS,
@@ -25,6 +24,7 @@ from tests.security_helpers import (
     first_error,
     jaas,
     round_trip,
+    sasl_listener_cluster,
     set_scram_user,
 )
 from tests.wire import WireClient
@@ -39,25 +39,15 @@ MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 
 @pytest.fixture(scope="module")
 def sasl_cluster(cluster_factory):
-    sasl_port = ports.free_ports(1)[0]
-    listeners = lambda _b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
-    )
-    cluster = cluster_factory(
-        1,
+    cluster = sasl_listener_cluster(
+        cluster_factory,
+        MECHANISMS,
+        PLAIN_USERS,
         **{
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "sasl.enabled.mechanisms": MECHANISMS,
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
-                PLAIN_JAAS, **{f"user_{u}": p for u, p in PLAIN_USERS.items()}
-            ),
             "auto.create.topics.enable": "false",
             "quill.metrics.port": "free",  # request metrics must not count bare SASL tokens
         },
     )
-    cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    cluster.sasl_port = sasl_port
     zk = cluster.zk_client()
     set_scram_user(zk, SCRAM_USER, SCRAM_PASSWORD)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})

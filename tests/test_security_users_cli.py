@@ -15,27 +15,14 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from broker.security.scram_credentials import credentials_in
-from quill_stack import ports
 
 from .cli_helpers import cli, tool
+from .security_helpers import sasl_listener_cluster
 
 
 @pytest.fixture(scope="module")
 def broker(cluster_factory):
-    sasl_port = ports.free_ports(1)[0]
-    listeners = lambda _b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
-    )
-    cluster = cluster_factory(
-        1,
-        **{
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        },
-    )
-    cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    return cluster
+    return sasl_listener_cluster(cluster_factory, "SCRAM-SHA-256,SCRAM-SHA-512")
 
 
 def _configs(broker, command: str):

@@ -11,8 +11,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from console.cluster import wire
-from quill_stack import client_socket, ports, secure
-from tests.security_helpers import PLAIN_JAAS, jaas
+from quill_stack import client_socket, secure
+from tests.security_helpers import sasl_listener_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -22,21 +22,7 @@ RECORDS = 7
 
 @pytest.fixture(scope="module")
 def sasl_cluster(cluster_factory, tmp_path_factory):
-    sasl_port = ports.free_ports(1)[0]
-    listeners = lambda _b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
-    )
-    cluster = cluster_factory(
-        1,
-        **{
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
-                PLAIN_JAAS, user_ops="ops-secret"
-            ),
-        },
-    )
+    cluster = sasl_listener_cluster(cluster_factory, "PLAIN,SCRAM-SHA-512", {"ops": "ops-secret"})
     state_dir = tmp_path_factory.mktemp("secure-socket")
     assert secure.ensure_scram_users(state_dir, cluster.zk_connect) == ["broker", "admin"]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -45,7 +31,7 @@ def sasl_cluster(cluster_factory, tmp_path_factory):
     for i in range(RECORDS):
         producer.produce(TOPIC, b"r%d" % i)
     assert producer.flush(30) == 0
-    cluster.sasl_address = ("127.0.0.1", sasl_port)
+    cluster.sasl_address = ("127.0.0.1", cluster.sasl_port)
     cluster.state_dir = state_dir
     return cluster
 
