@@ -202,15 +202,21 @@ class Partition:
 
     def maybe_advance_high_watermark(self) -> None:
         """HW = min LEO over the (maximal) ISR; it never moves backwards."""
-        log = self.log
-        if log is None or not self.is_leader:
+        log, state, me = self.log, self.state, self.broker_id
+        if log is None or state is None or state.leader != me:
             return
+        # on every append and follower fetch: no set built for the maximal ISR (a
+        # broker in both the ISR and the pending one is just looked at twice)
         hw = log.log_end_offset
-        for b in self.maximal_isr:
-            if b == self.broker_id:
-                continue
-            follower = self.followers.get(b)
-            hw = min(hw, follower.log_end_offset if follower else -1)
+        followers = self.followers
+        pending = self.pending_isr
+        for isr in (state.isr, pending) if pending is not None else (state.isr,):
+            for b in isr:
+                if b != me:
+                    follower = followers.get(b)
+                    leo = follower.log_end_offset if follower is not None else -1
+                    if leo < hw:
+                        hw = leo
         if hw > log.high_watermark:
             log.high_watermark = hw
             self.wake_waiters()
