@@ -362,14 +362,15 @@ class ReplicaManager:
         return (await self.delayed_produce([(topic, index, offset)], timeout_s))[0]
 
     def delayed_produce(
-        self, waits: list[tuple[str, int, int]], timeout_s: float
-    ) -> asyncio.Future[list[bool]]:
+        self, waits: list[tuple[str, int, int]], timeout_s: float, finish=None
+    ) -> asyncio.Future:
         """Kafka's DelayedProduce: a future of one flag per ``(topic, partition, last
         offset)``, True once that offset is below the partition's high watermark, False
-        when this broker stops leading it or ``timeout_s`` passes first. Each partition
-        keeps its waiting produces ordered by offset, so moving a HW completes exactly
-        the satisfied ones; no task, no polling."""
-        op = DelayedProduce(len(waits), timeout_s)
+        when this broker stops leading it or ``timeout_s`` passes first (of
+        ``finish(flags)`` when given). Each partition keeps its waiting produces ordered
+        by offset, so moving a HW completes exactly the satisfied ones; no task, no
+        polling."""
+        op = DelayedProduce(len(waits), timeout_s, finish)
         for i, (topic, index, offset) in enumerate(waits):
             part = self.partitions.get((topic, index))
             if part is None:

@@ -29,19 +29,22 @@ def now_ms() -> int:
 class DelayedProduce:
     """One acks=all produce waiting on its partitions (Kafka's DelayedProduce): a
     future of one flag per partition slot, set when every slot is settled or at the
-    timeout (unsettled slots: False). Plain slots, no closures: nothing here forms a
-    reference cycle once it is done, so the garbage collector has no work with it."""
+    timeout (unsettled slots: False); with ``finish``, of ``finish(flags)`` instead,
+    computed on completion (one future and one loop turn fewer than chaining it).
+    Plain slots, no closures: nothing here forms a reference cycle once it is done, so
+    the garbage collector has no work with it."""
 
-    __slots__ = ("future", "flags", "pending", "timer")
+    __slots__ = ("future", "flags", "pending", "timer", "finish")
 
-    def __init__(self, slots: int, timeout_s: float) -> None:
+    def __init__(self, slots: int, timeout_s: float, finish=None) -> None:
         loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[list[bool]] = loop.create_future()
+        self.future: asyncio.Future = loop.create_future()
         self.flags = [False] * slots
         self.pending = slots
         self.timer: asyncio.TimerHandle | None = None
+        self.finish = finish
         if slots == 0:
-            self.future.set_result([])
+            self._complete()
         else:
             self.timer = loop.call_later(max(timeout_s, 0.0), self.expire)
 
@@ -58,7 +61,17 @@ class DelayedProduce:
         if timer is not None:
             timer.cancel()
         if not self.future.done():
+            self._complete()
+
+    def _complete(self) -> None:
+        finish, self.finish = self.finish, None
+        if finish is None:
             self.future.set_result(self.flags)
+            return
+        try:
+            self.future.set_result(finish(self.flags))
+        except Exception as exc:  # noqa: BLE001 - handed to whoever awaits the future
+            self.future.set_exception(exc)
 
 
 @dataclass
