@@ -292,7 +292,7 @@ class ReplicaManager:
                 )
             if part.update_follower(replica_id, offset):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
-            throttled = replica_id not in part.isr and is_throttled(
+            throttled = replica_id not in part.state.isr and is_throttled(
                 log_.config.leader_replication_throttled_replicas, index, self.broker_id
             )
             if throttled and self.leader_quota.exceeded():

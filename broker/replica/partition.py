@@ -189,15 +189,19 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.last_fetch_leader_leo >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        moved = fetch_offset != follower.log_end_offset
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now
         follower.last_fetch_leader_leo = leo
-        self.maybe_advance_high_watermark()
-        return (
-            replica_id not in self.maximal_isr
-            and fetch_offset >= self.log.high_watermark
-            and self._reached_current_epoch(fetch_offset)
-        )
+        if moved:  # else the HW's inputs are as they were (appends and ISR changes check it)
+            self.maybe_advance_high_watermark()
+        # every partition of every follower fetch comes here, idle ones too: no set built
+        if replica_id in self.state.isr:
+            return False
+        pending = self.pending_isr
+        if pending is not None and replica_id in pending:
+            return False
+        return fetch_offset >= self.log.high_watermark and self._reached_current_epoch(fetch_offset)
 
     def _reached_current_epoch(self, offset: int) -> bool:
         entry = self.log.leader_epoch_cache.latest_entry
