@@ -199,7 +199,8 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
     with local_cluster(3, src=src) as cluster:
         bs = cluster.bootstrap
         if args.idle_first:
-            create_topic(bs, "idle-first", args.idle_first, 3, TOPIC_CONFIG)
+            for i, start in enumerate(range(0, args.idle_first, 1000)):  # CreateTopics of 1,000
+                create_topic(bs, f"idle-first-{i}", min(1000, args.idle_first - start), 3)
             time.sleep(5)  # let every follower settle into its fetch rounds
             add(f"idle, {args.idle_first} idle partitions", idle_cpu(cluster, 10.0))
         create_topic(bs, "small", 6, 3, TOPIC_CONFIG)

@@ -7,9 +7,11 @@ filled by kcat with ``--records`` 100-byte records, then read from the beginning
 
 - kcat (``-C -e -q -f '%o\\n'``, its output counted): librdkafka plus kcat's per-record
   formatting and a pipe;
-- a do-nothing C loop on librdkafka (bench/noop_consumer.c, built here with gcc against
-  the system's librdkafka.so.1: rd_kafka_consumer_poll and rd_kafka_message_destroy per
-  record, nothing else), timed from its first record to its last;
+- do-nothing C loops on librdkafka (bench/noop_consumer.c, built here with gcc against
+  the system's librdkafka.so.1), both timed from the first record to the last and, as
+  kcat is, from start to exit: "C callback" reads with the simple consumer's queue
+  callback (the API kcat -C uses), "C poll" with the high-level consumer
+  (rd_kafka_consumer_poll + rd_kafka_message_destroy per record), nothing else;
 - confluent-kafka's consume() in batches of 10,000, nothing done per record (the Python
   loop a pipeline would start from).
 
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,14 +77,16 @@ def kcat_consume(bootstrap: str, partitions: int) -> dict:
     return {"records": out.count(b"\n"), "seconds": seconds}
 
 
-def noop_consume(exe: Path, bootstrap: str, partitions: int, records: int) -> dict:
+def noop_consume(exe: Path, mode: str, bootstrap: str, partitions: int, records: int) -> dict:
+    start = time.perf_counter()
     out = subprocess.run(
-        [str(exe), bootstrap, TOPIC, str(partitions), str(records)],
+        [str(exe), mode, bootstrap, TOPIC, str(partitions), str(records)],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.split()
-    return {"records": int(out[0]), "seconds": float(out[1])}
+    wall = time.perf_counter() - start
+    return {"records": int(out[0]), "seconds": float(out[1]), "wall_seconds": wall}
 
 
 def python_consume(bootstrap: str, partitions: int, records: int) -> dict:
@@ -118,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         create_topic(bs, TOPIC, args.partitions, 1)
         results["produce_per_sec"] = kcat_produce(bs, TOPIC, args.records, 100, "1")
         readers = [("kcat", lambda: kcat_consume(bs, args.partitions))]
-        if exe is not None:
-            readers.append(("C loop", lambda: noop_consume(exe, bs, args.partitions, args.records)))
+        for mode in ("callback", "poll") if exe is not None else ():
+            readers.append(
+                (f"C {mode}", partial(noop_consume, exe, mode, bs, args.partitions, args.records))
+            )
         readers.append(
             ("confluent-kafka", lambda: python_consume(bs, args.partitions, args.records))
         )
@@ -128,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 run = read()
                 run["reader"] = name
                 run["records_per_sec"] = run["records"] / run["seconds"] if run["seconds"] else 0
+                if "wall_seconds" in run:
+                    run["records_per_wall_sec"] = run["records"] / run["wall_seconds"]
                 results["runs"].append(run)
                 print(f"{name}: {run}", file=sys.stderr)
     return emit(results, args.json)
