@@ -310,6 +310,19 @@ class ReplicaManager:
             size=region.size if region is not None else 0,
         )
 
+    def follower_idle(self, replica_id: int, topic: str, sp, now: int) -> bool:
+        """Partition.follower_idle for a fetch session's partition ``sp`` (its fetch
+        offset, leader epoch and what the follower last heard)."""
+        part = self.partitions.get((topic, sp.partition))
+        return part is not None and part.follower_idle(
+            replica_id,
+            sp.fetch_offset,
+            sp.current_leader_epoch,
+            sp.high_watermark,
+            sp.log_start_offset,
+            now,
+        )
+
     def follower_throttled(self, topic: str, index: int) -> bool:
         part = self.partitions.get((topic, index))
         if part is None or part.log is None or self.broker_id in part.isr:

@@ -203,6 +203,35 @@ class Partition:
             return False
         return fetch_offset >= self.log.high_watermark and self._reached_current_epoch(fetch_offset)
 
+    def follower_idle(
+        self, replica_id: int, offset: int, epoch: int, heard_hw: int, heard_start: int, now: int
+    ) -> bool:
+        """An incremental fetch's partition the follower did not name (its offset has
+        not moved): True when the follower, in the ISR, is at our log end and has heard
+        our HW and log start offset, so the answer would carry nothing; its fetch is
+        then recorded as update_follower would (it stays caught up). False: take the
+        full path (read_for_follower)."""
+        state, log = self.state, self.log
+        if (
+            state is None
+            or log is None
+            or state.leader != self.broker_id
+            or (epoch >= 0 and epoch != state.leader_epoch)
+            or replica_id not in state.isr
+            or offset != log.log_end_offset
+            or heard_hw != log.high_watermark
+            or heard_start != log.log_start_offset
+            or log.offline
+        ):
+            return False
+        follower = self.followers.get(replica_id)
+        if follower is None or follower.log_end_offset != offset:
+            return False
+        follower.last_caught_up_ms = now
+        follower.last_fetch_ms = now
+        follower.last_fetch_leader_leo = offset
+        return True
+
     def _reached_current_epoch(self, offset: int) -> bool:
         entry = self.log.leader_epoch_cache.latest_entry
         return entry is None or offset >= entry.start_offset
