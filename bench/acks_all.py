@@ -1,7 +1,7 @@
 """The replicated write path (issue 11): acks=all with small requests, before/after.
 
     python bench/acks_all.py [--seconds 10] [--rate 10000] [--idle-partitions 300]
-                             [--bulk-records 300000] [--baseline REF]
+                             [--bulk-records 300000] [--idle-first N] [--baseline REF]
 
 Three brokers on this machine (built as quill-stack builds them), a topic with 6
 partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
@@ -9,6 +9,11 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
 - fixed-rate produce through confluent-kafka (librdkafka) at ``--rate`` records/s for
   ``--seconds``: acks=all linger.ms=0 and 5, acks=1 linger.ms=0; achieved records/s
   and latency p50/p99/p999 from produce() to the delivery report;
+- end to end (rows e2e0, e2e5): the same fixed-rate acks=all producer (linger.ms 0 or
+  5) while a consumer process reads the topic from its end; latency is the consumer's
+  receive time minus the record's CreateTime (set by librdkafka at produce(), one
+  clock, millisecond resolution): produce, replication, the HW move, the consumer's
+  fetch;
 - requests/s one broker answers: ``--connections`` producer processes, each with one
   connection, send 1-record requests (batch.num.messages=1, linger.ms=0, acks=1) to a
   one-partition RF 1 topic as fast as they can for ``--seconds``;
@@ -17,6 +22,10 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
 - bulk with idle partitions around: ``--idle-partitions`` more partitions (RF 3, never
   written) are created, then kcat writes ``--bulk-records`` with acks=all and acks=1;
   the ratio is the cost of replication.
+
+``--idle-first N`` creates N idle partitions (RF 3) before the fixed-rate rows (and
+measures the brokers' CPU at rest with them, as the idle row): the acks=all figures
+with that many partitions on every broker.
 
 ``--baseline REF`` runs every row first on the brokers of git ref REF (exported to a
 temp dir; the client side is the same), then on this tree, so before/after share one
@@ -57,6 +66,54 @@ def fixed_rate(bootstrap: str, topic: str, rate: int, seconds: float, **props) -
     summary = stats.summary(time.perf_counter())
     summary["records_per_sec"] = count / (time.perf_counter() - started)
     return summary
+
+
+def _e2e_consumer(bootstrap: str, topic: str, partitions: int, seconds: float, ready, out):
+    """Read ``topic`` from its end for ``seconds``; put the receive - CreateTime latencies
+    (ms) on ``out``."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "e2e", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    consumer.consume(num_messages=1, timeout=2.0)  # joined and positioned
+    ready.set()
+    latencies: list[int] = []
+    end = time.time() + seconds
+    while time.time() < end:
+        msg = consumer.poll(0.1)  # at once when a record is there (consume() waits for a batch)
+        if msg is not None and msg.error() is None:
+            latencies.append(int(time.time() * 1000) - msg.timestamp()[1])
+    consumer.close()
+    out.put(latencies)
+
+
+def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, **props) -> dict:
+    """Produce at ``rate`` (fixed_rate) while a consumer process measures receive - CreateTime."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    proc = ctx.Process(target=_e2e_consumer, args=(bootstrap, topic, 6, seconds + 8, ready, out))
+    proc.start()
+    ready.wait(60)
+    produced = fixed_rate(bootstrap, topic, rate, seconds, **props)
+    latencies = sorted(out.get(timeout=seconds + 120))
+    proc.join()
+
+    def pct(q: float) -> float:
+        return (
+            float(latencies[min(len(latencies) - 1, int(q * len(latencies)))]) if latencies else -1
+        )
+
+    return {
+        "records_per_sec": produced["records_per_sec"],
+        "received": len(latencies),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "p999_ms": pct(0.999),
+    }
 
 
 def _request_loop(bootstrap: str, topic: str, seconds: float, out) -> None:
@@ -141,7 +198,13 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
 
     with local_cluster(3, src=src) as cluster:
         bs = cluster.bootstrap
+        if args.idle_first:
+            for i, start in enumerate(range(0, args.idle_first, 1000)):  # CreateTopics of 1,000
+                create_topic(bs, f"idle-first-{i}", min(1000, args.idle_first - start), 3)
+            time.sleep(5)  # let every follower settle into its fetch rounds
+            add(f"idle, {args.idle_first} idle partitions", idle_cpu(cluster, 10.0))
         create_topic(bs, "small", 6, 3, TOPIC_CONFIG)
+        around = f", {args.idle_first} idle partitions" if args.idle_first else ""
         for row, name, props in (
             ("all0", "acks=all linger.ms=0", {"acks": "all", "linger.ms": "0"}),
             ("all5", "acks=all linger.ms=5", {"acks": "all", "linger.ms": "5"}),
@@ -149,7 +212,12 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
         ):
             if row in args.rows:
                 rate = fixed_rate(bs, "small", args.rate, args.seconds, **props)
-                add(f"{name} @{args.rate}/s", rate)
+                add(f"{name} @{args.rate}/s{around}", rate)
+        for row, linger in (("e2e0", "0"), ("e2e5", "5")):
+            if row in args.rows:
+                props = {"acks": "all", "linger.ms": linger}
+                e2e = end_to_end(bs, "small", args.rate, args.seconds, **props)
+                add(f"end to end, acks=all linger.ms={linger} @{args.rate}/s{around}", e2e)
         if "requests" in args.rows:
             first = bs.split(",")[0]
             create_topic(first, "one", 1, 1)
@@ -210,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         "--rows",
         type=lambda v: set(v.split(",")),
         default={"all0", "all5", "one0", "requests", "bulk"},
-        help="which rows: all0,all5,one0,requests,bulk (default: all)",
+        help="which rows: all0,all5,one0,e2e0,e2e5,requests,bulk (default: all but e2e)",
     )
+    p.add_argument("--idle-first", type=int, default=0, help="idle partitions made first")
     p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)

@@ -6,7 +6,10 @@
   Kafka's error code;
 - the followers fetch in sessions: records written with acks=all across a follower
   restart and a leader kill come back intact, at the offsets acknowledged, from the
-  replica that leads at the end.
+  replica that leads at the end;
+- idle partitions, which the leader passes over in a follower's incremental fetch,
+  keep their followers in the ISR past replica.lag.time.max.ms, and then take acks=all
+  writes at once.
 """
 
 from __future__ import annotations
@@ -185,3 +188,15 @@ def test_follower_sessions_survive_restarts_and_leader_changes(three):
     )
     _produce_all(three, topic, 120, 10)
     assert _read_from_leader(three, topic, 130) == [b"r%d" % i for i in range(130)]
+
+
+def test_idle_partitions_keep_their_followers_in_the_isr(three):
+    topic = _topic(three, 4)
+    time.sleep(3 * 2.0)  # not a bound: three times replica.lag.time.max.ms, nothing written
+    for p in range(4):
+        state = _state(three, topic, p)
+        assert sorted(state["isr"]) == [1, 2, 3], f"partition {p} shrank to {state['isr']}"
+        leader = WireClient("127.0.0.1", three.broker(state["leader"]).port)
+        r = leader.produce(topic, p, _batch([b"after-idle"]), acks=-1)
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, 0)
+        leader.close()

@@ -5,7 +5,9 @@
   complete (a follower that only came back at its max wait would time them out);
 - acks=all produces pipelined on one connection are all appended, in arrival order,
   and answered in request order, also when other requests sit between them;
-- the records read back are the bytes sent, at the offsets the responses gave.
+- the records read back are the bytes sent, at the offsets the responses gave;
+- a partition a follower gets while its fetch to that leader is parked is fetched at
+  once (not when the parked fetch returns, 25 s later).
 """
 
 from __future__ import annotations
@@ -43,13 +45,21 @@ def three(cluster_factory):
     return cluster_factory(3, **SETTINGS)
 
 
-def _topic(three, partitions: int) -> tuple[str, dict[int, int]]:
-    """A fresh RF 3 topic; returns it and each partition's leader's port once the ISR
-    is full."""
+def _topic(three, partitions: int, leader: int | None = None) -> tuple[str, dict[int, int]]:
+    """A fresh RF 3 topic (one partition led by broker ``leader`` when given); returns
+    it and each partition's leader's port once the ISR is full."""
     name = f"rt-{uuid.uuid4().hex[:6]}"
     w = WireClient.for_bootstrap(three.bootstrap)
-    created = w.create_topic(name, partitions, {"min.insync.replicas": "2"}, rf=3)
-    assert created.error_code == ErrorCode.none
+    if leader is None:
+        created = w.create_topic(name, partitions, {"min.insync.replicas": "2"}, rf=3)
+    else:
+        replicas = [leader] + [b for b in (1, 2, 3) if b != leader]
+        topic = {"name": name, "num_partitions": -1, "replication_factor": -1}
+        topic["assignments"] = [{"partition_index": 0, "broker_ids": replicas}]
+        topic["configs"] = [{"name": "min.insync.replicas", "value": "2"}]
+        body = {"topics": [topic], "timeout": 10000, "validate_only": False}
+        created = w.request(19, 7, body).topics[0]
+    assert created.error_code == ErrorCode.none, created.error_message
     w.close()
     zk = three.zk_client()
     leaders: dict[int, int] = {}
@@ -146,3 +156,21 @@ def test_pipelined_acks_all_produces_answer_in_order(three):
     for p in parts:
         assert next_offset[p] == len(sent[p])
         assert _read_back(port, topic, p, len(sent[p])) == list(enumerate(sent[p]))
+
+
+def test_partition_added_while_the_followers_fetch_is_parked(three):
+    """The followers of broker 1 have a fetch parked there (25 s max wait) when they
+    get a new partition it leads: acks=all produces on it must not wait for that fetch
+    (5 s produce timeout). They did, whenever the leader already had fetchers parked."""
+    first, leaders = _topic(three, 1, leader=1)
+    w = WireClient("127.0.0.1", leaders[0])
+    assert w.produce(first, 0, _batch([b"first"]), acks=-1).error_code == ErrorCode.none
+    w.close()
+    time.sleep(1.0)  # not a bound: lets the followers' next fetches park at broker 1
+    topic, leaders = _topic(three, 1, leader=1)
+    w = WireClient("127.0.0.1", leaders[0])
+    for i in range(5):
+        r = w.produce(topic, 0, _batch([b"n%d" % i]), acks=-1)
+        assert (r.error_code, r.base_offset) == (ErrorCode.none, i), r.error_message
+    w.close()
+    assert _read_back(leaders[0], topic, 0, 5) == [(i, b"n%d" % i) for i in range(5)]

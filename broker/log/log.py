@@ -133,7 +133,10 @@ class Log(LogTransactions):
 
     @property
     def offline(self) -> bool:
-        return self.failure_channel is not None and self.failure_channel.is_offline(self.dir.parent)
+        # checked on every append and read: while no dir is offline (the usual case) it
+        # costs no Path (dir.parent and its hash were 6 % of an acks=all broker's time)
+        channel = self.failure_channel
+        return channel is not None and bool(channel.offline) and channel.is_offline(self.dir.parent)
 
     def _check_online(self) -> None:
         if self.offline:

@@ -229,8 +229,11 @@ def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int:
     """A kio timedelta/datetime (or int) as integer milliseconds."""
     if value is None:
         return -1
-    if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
+    if isinstance(value, datetime.timedelta):  # every Produce and Fetch: no new timedelta
+        return int(value / _ONE_MS)
     if isinstance(value, datetime.datetime):
-        return int((value - _EPOCH) / datetime.timedelta(milliseconds=1))
+        return int((value - _EPOCH) / _ONE_MS)
     return int(value)
+
+
+_ONE_MS = datetime.timedelta(milliseconds=1)

@@ -4,6 +4,12 @@ A follower first truncates its log where it may diverge from the new leader (Kaf
 OffsetForLeaderEpoch: the leader's end offset for the follower's latest epoch), then
 fetches from its log end offset with the Fetch API (replica id set), appends as
 follower, and takes the leader's high watermark (capped at its own LEO).
+
+A fetch parks at the leader up to replica.fetch.wait.max.ms and names only the
+partitions fetchable when it left. So a partition added meanwhile (a LeaderAndIsr)
+does not wait for it: the parked fetch is dropped (with its connection, the leader's
+only way to let go of it) and the next one names the partition at once. A partition
+sitting out a backoff or awaiting truncation bounds the wait the fetch asks for.
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ class ReplicaFetcher:
         self.wakeup = asyncio.Event()
         self.conn: BrokerConnection | None = None
         self.session = FetchSessionHandler()  # KIP-227: incremental fetches to this leader
+        self.fetching = False  # a Fetch is out (parked at the leader, maybe)
+        self.interrupted = False  # ... and a partition came meanwhile: it is being dropped
+        self._closing: asyncio.Future | None = None
         self.task = asyncio.ensure_future(self._run())
 
     async def _connect(self) -> BrokerConnection | None:
@@ -69,6 +78,7 @@ class ReplicaFetcher:
         while self.partitions:
             try:
                 if self.conn is None or not self.conn.connected:
+                    await self._drop_connection()
                     self.conn = await self._connect()
                     if self.conn is None:
                         await asyncio.sleep(0.2)
@@ -83,6 +93,9 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 break
             except (ConnectionError, OSError, TimeoutError) as exc:
+                if self.interrupted:  # we dropped it ourselves: fetch again at once
+                    await self._drop_connection()
+                    continue
                 log.info("fetcher for leader %d: %s; reconnecting", self.leader_id, exc)
                 await self._drop_connection()
                 await asyncio.sleep(0.5)
@@ -92,14 +105,29 @@ class ReplicaFetcher:
                 await asyncio.sleep(0.5)
         await self._drop_connection()
 
+    def partition_added(self) -> None:
+        """A partition joined this fetcher: fetch it now, not after the fetch parked at
+        the leader returns (up to replica.fetch.wait.max.ms, while acks=all produces on
+        the new partition wait for this follower)."""
+        self.wakeup.set()
+        if self.fetching and not self.interrupted and self.conn is not None:
+            self.interrupted = True  # the request fails, and _run reconnects
+            self._closing = asyncio.ensure_future(self.conn.close())
+
     async def _drop_connection(self) -> None:
+        self.interrupted = False
         self.session.reset()  # the leader may or may not have seen the last request
         if self.conn is not None:
             await self.conn.close()
             self.conn = None
 
     async def _truncate_if_needed(self) -> None:
-        todo = {k: s for k, s in self.partitions.items() if s.needs_truncation}
+        now = asyncio.get_running_loop().time()
+        todo = {
+            k: s
+            for k, s in self.partitions.items()
+            if s.needs_truncation and s.delayed_until <= now
+        }
         if not todo:
             return
         topics: dict[str, list[dict]] = {}
@@ -133,6 +161,7 @@ class ReplicaFetcher:
                             p.partition,
                             p.error_code.name,
                         )
+                    st.delayed_until = now + FETCH_BACKOFF_S  # retried after the backoff
                     continue
                 self._truncate(st.partition, p.end_offset)
                 st.needs_truncation = False
@@ -157,17 +186,24 @@ class ReplicaFetcher:
         next one should go at once: any partition answered without error, or none had
         news; False when nothing is fetchable or every answer failed (then back off)."""
         now = asyncio.get_running_loop().time()
-        ready = {
-            k: s
-            for k, s in self.partitions.items()
-            if not s.needs_truncation and s.delayed_until <= now
-        }
+        ready = {}
+        soonest = None  # when a partition left out of this fetch becomes fetchable
+        for key, st in self.partitions.items():
+            if st.delayed_until > now:
+                soonest = st.delayed_until if soonest is None else min(soonest, st.delayed_until)
+            elif st.needs_truncation:
+                soonest = now
+            else:
+                ready[key] = st
         quota = self.manager.quota
         if quota is not None and quota.exceeded():
             ready = {k: s for k, s in ready.items() if not self.manager.is_throttled(*k)}
         if not ready:
             return False
         cfg = self.manager.config
+        max_wait_ms = cfg["replica.fetch.wait.max.ms"]
+        if soonest is not None:  # do not park past the moment it can join
+            max_wait_ms = min(max_wait_ms, max(0, int((soonest - now) * 1000) + 1))
         wanted: dict[TopicPartition, dict] = {}
         for key, st in ready.items():
             log_ = st.partition.log
@@ -180,20 +216,24 @@ class ReplicaFetcher:
                 "log_start_offset": log_.log_start_offset,
                 "partition_max_bytes": cfg["replica.fetch.max.bytes"],
             }
-        resp = await self.conn.request(
-            1,
-            12,
-            {
-                "replica_id": self.manager.broker_id,
-                "max_wait": cfg["replica.fetch.wait.max.ms"],
-                "min_bytes": 1,
-                "max_bytes": cfg["replica.fetch.response.max.bytes"],
-                "isolation_level": 0,
-                **self.session.build(wanted),
-                "rack_id": "",
-            },
-            timeout_s=cfg["replica.fetch.wait.max.ms"] / 1000.0 + 30,
-        )
+        self.fetching = True
+        try:
+            resp = await self.conn.request(
+                1,
+                12,
+                {
+                    "replica_id": self.manager.broker_id,
+                    "max_wait": max_wait_ms,
+                    "min_bytes": 1,
+                    "max_bytes": cfg["replica.fetch.response.max.bytes"],
+                    "isolation_level": 0,
+                    **self.session.build(wanted),
+                    "rack_id": "",
+                },
+                timeout_s=max_wait_ms / 1000.0 + 30,
+            )
+        finally:
+            self.fetching = False
         if not self.session.handle_response(resp):
             log.info(
                 "fetch session with leader %d refused (%s); starting a new one",
@@ -277,7 +317,7 @@ class ReplicaFetcherManager:
         if fetcher is None or fetcher.task.done():
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
         fetcher.partitions[key] = FetchState(part)
-        fetcher.wakeup.set()
+        fetcher.partition_added()
         self.owner[key] = leader_id
 
     def remove_partition(self, key: TopicPartition) -> None:

@@ -292,7 +292,7 @@ class ReplicaManager:
                 )
             if part.update_follower(replica_id, offset):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
-            throttled = replica_id not in part.isr and is_throttled(
+            throttled = replica_id not in part.state.isr and is_throttled(
                 log_.config.leader_replication_throttled_replicas, index, self.broker_id
             )
             if throttled and self.leader_quota.exceeded():
@@ -308,6 +308,19 @@ class ReplicaManager:
             log_start_offset=log_.log_start_offset,
             region=region,
             size=region.size if region is not None else 0,
+        )
+
+    def follower_idle(self, replica_id: int, topic: str, sp, now: int) -> bool:
+        """Partition.follower_idle for a fetch session's partition ``sp`` (its fetch
+        offset, leader epoch and what the follower last heard)."""
+        part = self.partitions.get((topic, sp.partition))
+        return part is not None and part.follower_idle(
+            replica_id,
+            sp.fetch_offset,
+            sp.current_leader_epoch,
+            sp.high_watermark,
+            sp.log_start_offset,
+            now,
         )
 
     def follower_throttled(self, topic: str, index: int) -> bool:
@@ -362,14 +375,15 @@ class ReplicaManager:
         return (await self.delayed_produce([(topic, index, offset)], timeout_s))[0]
 
     def delayed_produce(
-        self, waits: list[tuple[str, int, int]], timeout_s: float
-    ) -> asyncio.Future[list[bool]]:
+        self, waits: list[tuple[str, int, int]], timeout_s: float, finish=None
+    ) -> asyncio.Future:
         """Kafka's DelayedProduce: a future of one flag per ``(topic, partition, last
         offset)``, True once that offset is below the partition's high watermark, False
-        when this broker stops leading it or ``timeout_s`` passes first. Each partition
-        keeps its waiting produces ordered by offset, so moving a HW completes exactly
-        the satisfied ones; no task, no polling."""
-        op = DelayedProduce(len(waits), timeout_s)
+        when this broker stops leading it or ``timeout_s`` passes first (of
+        ``finish(flags)`` when given). Each partition keeps its waiting produces ordered
+        by offset, so moving a HW completes exactly the satisfied ones; no task, no
+        polling."""
+        op = DelayedProduce(len(waits), timeout_s, finish)
         for i, (topic, index, offset) in enumerate(waits):
             part = self.partitions.get((topic, index))
             if part is None:

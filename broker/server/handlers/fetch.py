@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode
 from ...protocol.fetch_response import PartitionData, encode_fetch_response
 from ...protocol.messages import RequestHeader, ms
+from ...replica.partition import now_ms
 from ..authorization import fetch_denied
 from ..network import FileRegion
 from ..quotas import fetch_throttle
@@ -18,17 +19,31 @@ if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
-def _read_all(server: KafkaServer, req: Any, wanted: list) -> tuple[list, int, bool]:
+def _read_all(
+    server: KafkaServer, req: Any, wanted: list, named: set | None = None
+) -> tuple[list, int, bool]:
     """One pass over ``wanted`` ((topic, partitions) with the request's partition fields:
-    the request's own, or its session's); returns (topics, bytes, any error)."""
+    the request's own, or its session's); returns (topics, bytes, any error).
+    ``named``: a follower's incremental fetch, with the partitions it named; the others
+    with nothing new for it (ReplicaManager.follower_idle) are skipped, as the session
+    would leave them out of the answer anyway: a round then costs next to nothing per
+    idle partition."""
     budget = min(req.max_bytes, server.config["fetch.max.bytes"]) if req.max_bytes > 0 else 0
     total = 0
     errors = False
     topics = []
     committed = getattr(req, "isolation_level", 0) == 1
+    idle = server.replicas.follower_idle if named is not None else None
+    now = now_ms()
     for topic, partitions in wanted:
         parts = []
         for p in partitions:
+            if (
+                idle is not None
+                and (topic, p.partition) not in named
+                and idle(req.replica_id, topic, p, now)
+            ):
+                continue
             remaining = budget - total
             limit = min(p.partition_max_bytes, remaining) if remaining > 0 else 0
             max_bytes = limit if total > 0 else max(limit, 1)
@@ -117,8 +132,11 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
     max_wait_s = max(0, ms(req.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait_s
     keys = [(topic, p.partition) for topic, parts in wanted for p in parts]
+    named = None
+    if incremental and req.replica_id >= 0:
+        named = {(t.topic, p.partition) for t in req.topics for p in t.partitions}
     while True:
-        topics, total, errors = _read_all(server, req, wanted)
+        topics, total, errors = _read_all(server, req, wanted, named)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not keys:
             break

@@ -10,7 +10,6 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
 from ..authorization import produce_denied
 from ..metadata_cache import INTERNAL_TOPICS
-from ..network import then
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.AdminClientId may write them
 
@@ -95,11 +94,13 @@ async def handle_produce(
     body = {"responses": responses, "throttle_time": 0}
     if waits:
         timeout_s = max(ms(req.timeout), 0) / 1000.0
-        committed = server.replicas.delayed_produce(
-            [(t, res["index"], off) for t, res, off in waits], timeout_s
+        answer = server.replicas.delayed_produce(
+            [(t, res["index"], off) for t, res, off in waits],
+            timeout_s,
+            finish=partial(_replication_outcomes, server, body, waits),  # the body, when done
         )
-        server.metrics.purgatory.track("Produce", committed)
-        return then(committed, partial(_replication_outcomes, server, body, waits))
+        server.metrics.purgatory.track("Produce", answer)
+        return answer
     if acks == 0:
         return None
     return body
