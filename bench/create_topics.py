@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.acks_all import export_tree  # noqa: E402
 from bench.localstack import local_cluster  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def create(bootstrap: str, partitions: int, timeout_s: float) -> tuple[float, float]:
@@ -51,15 +48,6 @@ def create(bootstrap: str, partitions: int, timeout_s: float) -> tuple[float, fl
     raise RuntimeError(f"not every partition had a leader after {timeout_s:.0f} s")
 
 
-def export(commit: str) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="quill-before-"))
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--partitions", type=int, default=10_000)
@@ -70,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(a shared machine: {os.cpu_count()} CPUs; figures are noisy)")
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     if args.before:
-        trees.insert(0, (args.before, export(args.before)))
+        trees.insert(0, (args.before, export_tree(args.before)))
     for r in range(args.rounds):
         for label, src in trees if r % 2 == 0 else list(reversed(trees)):
             with local_cluster(1, {"num.partitions": 1}, src=src) as cluster:
