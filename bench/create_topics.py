@@ -31,7 +31,7 @@ def create(bootstrap: str, partitions: int, timeout_s: float) -> tuple[float, fl
     """(seconds until CreateTopics answered, seconds until every partition is led)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 600_000})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     started = time.monotonic()
     future = admin.create_topics(
         [NewTopic("wide", partitions, 1)],

@@ -17,7 +17,10 @@ with metrics on and off, side by side in one run.
 3. Produce throughput: two single-broker clusters started together, one with
    ``quill.metrics.port`` set (and scraped once a second during the runs), one
    without; ``--rounds`` alternating runs of ``--records`` 100-byte records each
-   (bench/throughput.py's producer settings); the medians and their ratio.
+   (bench/throughput.py's producer settings); the medians and their ratio, the
+   on/off ratio of each round (the two runs of a round are back to back), and the
+   broker's CPU time per record (utime+stime over each run), which the machine's other
+   load disturbs less than throughput.
 """
 
 from __future__ import annotations
@@ -138,19 +141,38 @@ def throughput(args) -> None:
         scraper = Scraper(port)
         scraper.start()
         rates: dict[str, list[float]] = {"on": [], "off": []}
+        cpu_us: dict[str, list[float]] = {"on": [], "off": []}  # broker CPU per record
         for r in range(args.rounds):
             for label, c in (
                 (("off", off), ("on", on)) if r % 2 == 0 else (("on", on), ("off", off))
             ):
+                cpu0 = cpu_seconds(c.brokers[1].pid)
                 summary = produce(c.bootstrap, "bench", args)
+                cpu = cpu_seconds(c.brokers[1].pid) - cpu0
                 rates[label].append(summary["records_per_sec"])
-                print(f"  round {r + 1} metrics {label}: {summary['records_per_sec']:,.0f} rec/s")
+                cpu_us[label].append(cpu / args.records * 1e6)
+                print(
+                    f"  round {r + 1} metrics {label}: {summary['records_per_sec']:,.0f} rec/s, "
+                    f"broker CPU {cpu_us[label][-1]:.2f} us/record"
+                )
         scraper.stop.set()
-        on_med, off_med = statistics.median(rates["on"]), statistics.median(rates["off"])
-        print(
-            f"produce, median of {args.rounds}: metrics on {on_med:,.0f} rec/s "
-            f"(scraped {scraper.count}x), off {off_med:,.0f} rec/s: {on_med / off_med:.3f}x"
-        )
+    pairs = sorted(a / b for a, b in zip(rates["on"], rates["off"], strict=True))
+    cpu_pairs = sorted(b / a for a, b in zip(cpu_us["on"], cpu_us["off"], strict=True))
+    on_med, off_med = statistics.median(rates["on"]), statistics.median(rates["off"])
+    print(
+        f"produce, median of {args.rounds}: metrics on {on_med:,.0f} rec/s "
+        f"(scraped {scraper.count}x), off {off_med:,.0f} rec/s: {on_med / off_med:.3f}x"
+    )
+    print(
+        f"  on/off throughput per round: median {statistics.median(pairs):.3f}x, "
+        f"range {pairs[0]:.3f}-{pairs[-1]:.3f}x"
+    )
+    print(
+        f"  broker CPU per record, off/on per round (1.0: no cost): median "
+        f"{statistics.median(cpu_pairs):.3f}x, range {cpu_pairs[0]:.3f}-{cpu_pairs[-1]:.3f}x; "
+        f"medians {statistics.median(cpu_us['on']):.2f} us on, "
+        f"{statistics.median(cpu_us['off']):.2f} us off"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
