@@ -4,6 +4,7 @@ with metrics on and off, side by side in one run.
 ```sh
 .venv/bin/python bench/metrics.py                          # 10,000 partitions, 3 rounds
 .venv/bin/python bench/metrics.py --partitions 2000 --records 100000 --rounds 2
+.venv/bin/python bench/metrics.py --skip counters --skip produce --before 9e96330
 ```
 
 1. Counter cost: ``prometheus_client``'s labelled ``Counter.inc`` against the plain
@@ -12,11 +13,14 @@ with metrics on and off, side by side in one run.
    500); ``--scrapes`` scrapes, one a second: the scrape's wall time seen by the
    scraper, and the broker's CPU (utime+stime from /proc) over the scraping window
    minus an equally long idle window, per scrape and as a share of one core at a 1 s
-   interval.
+   interval; with ``--before <commit>`` that commit's broker first, in the same run.
 3. Produce throughput: two single-broker clusters started together, one with
    ``quill.metrics.port`` set (and scraped once a second during the runs), one
    without; ``--rounds`` alternating runs of ``--records`` 100-byte records each
-   (bench/throughput.py's producer settings); the medians and their ratio.
+   (bench/throughput.py's producer settings); the medians and their ratio, the
+   on/off ratio of each round (the two runs of a round are back to back), and the
+   broker's CPU time per record (utime+stime over each run), which the machine's other
+   load disturbs less than throughput.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.acks_all import export_tree  # noqa: E402
 from bench.localstack import local_cluster  # noqa: E402
 from bench.throughput import create_topic, produce  # noqa: E402
 from quill_stack import ports  # noqa: E402
@@ -68,8 +73,18 @@ def counter_cost() -> None:
 
 
 def scrape_cost(args) -> None:
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if args.before:
+        trees.insert(0, (args.before, export_tree(args.before)))
+    for label, src in trees:
+        print(f"scrape cost, {label}:")
+        scrape_cost_of(args, src)
+
+
+def scrape_cost_of(args, src: Path | None) -> None:
     port = ports.free_port()
-    with local_cluster(1, {"quill.metrics.port": port, "num.partitions": 1}) as cluster:
+    overrides = {"quill.metrics.port": port, "num.partitions": 1}
+    with local_cluster(1, overrides, src=src) as cluster:
         pid = cluster.brokers[1].pid
         started = time.monotonic()
         topics = args.partitions // 500
@@ -126,19 +141,38 @@ def throughput(args) -> None:
         scraper = Scraper(port)
         scraper.start()
         rates: dict[str, list[float]] = {"on": [], "off": []}
+        cpu_us: dict[str, list[float]] = {"on": [], "off": []}  # broker CPU per record
         for r in range(args.rounds):
             for label, c in (
                 (("off", off), ("on", on)) if r % 2 == 0 else (("on", on), ("off", off))
             ):
+                cpu0 = cpu_seconds(c.brokers[1].pid)
                 summary = produce(c.bootstrap, "bench", args)
+                cpu = cpu_seconds(c.brokers[1].pid) - cpu0
                 rates[label].append(summary["records_per_sec"])
-                print(f"  round {r + 1} metrics {label}: {summary['records_per_sec']:,.0f} rec/s")
+                cpu_us[label].append(cpu / args.records * 1e6)
+                print(
+                    f"  round {r + 1} metrics {label}: {summary['records_per_sec']:,.0f} rec/s, "
+                    f"broker CPU {cpu_us[label][-1]:.2f} us/record"
+                )
         scraper.stop.set()
-        on_med, off_med = statistics.median(rates["on"]), statistics.median(rates["off"])
-        print(
-            f"produce, median of {args.rounds}: metrics on {on_med:,.0f} rec/s "
-            f"(scraped {scraper.count}x), off {off_med:,.0f} rec/s: {on_med / off_med:.3f}x"
-        )
+    pairs = sorted(a / b for a, b in zip(rates["on"], rates["off"], strict=True))
+    cpu_pairs = sorted(b / a for a, b in zip(cpu_us["on"], cpu_us["off"], strict=True))
+    on_med, off_med = statistics.median(rates["on"]), statistics.median(rates["off"])
+    print(
+        f"produce, median of {args.rounds}: metrics on {on_med:,.0f} rec/s "
+        f"(scraped {scraper.count}x), off {off_med:,.0f} rec/s: {on_med / off_med:.3f}x"
+    )
+    print(
+        f"  on/off throughput per round: median {statistics.median(pairs):.3f}x, "
+        f"range {pairs[0]:.3f}-{pairs[-1]:.3f}x"
+    )
+    print(
+        f"  broker CPU per record, off/on per round (1.0: no cost): median "
+        f"{statistics.median(cpu_pairs):.3f}x, range {cpu_pairs[0]:.3f}-{cpu_pairs[-1]:.3f}x; "
+        f"medians {statistics.median(cpu_us['on']):.2f} us on, "
+        f"{statistics.median(cpu_us['off']):.2f} us off"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-size", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--skip", action="append", default=[], choices=["counters", "scrape", "produce"])
+    p.add_argument("--before", help="a commit whose broker's scrape cost is measured first")
     args = p.parse_args(argv)
     args.latency_seconds = 0
     print(f"(a shared 2-core machine: {os.cpu_count()} CPUs; figures are noisy)")

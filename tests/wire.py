@@ -138,7 +138,32 @@ class WireClient:
     def fetch(
         self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait: int = 0
     ):
-        resp = self.request(
+        resp = self.fetch_request([(topic, partition, offset)], max_bytes, max_wait)
+        return resp.responses[0].partitions[0]
+
+    def fetch_request(
+        self,
+        parts: list[tuple[str, int, int]],
+        max_bytes: int = 1 << 20,
+        max_wait: int = 0,
+        session_id: int = 0,
+        session_epoch: int = -1,
+    ):
+        """Fetch v12 as a consumer of ``parts`` [(topic, partition, fetch offset)]; the
+        whole response (sessions: KIP-227's session id and epoch)."""
+        topics: dict[str, list] = {}
+        for topic, partition, offset in parts:
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": partition,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": max_bytes,
+                }
+            )
+        return self.request(
             1,
             12,
             {
@@ -147,25 +172,10 @@ class WireClient:
                 "min_bytes": 1,
                 "max_bytes": max_bytes,
                 "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {
-                                "partition": partition,
-                                "current_leader_epoch": -1,
-                                "fetch_offset": offset,
-                                "last_fetched_epoch": -1,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": max_bytes,
-                            }
-                        ],
-                    }
-                ],
+                "session_id": session_id,
+                "session_epoch": session_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [],
                 "rack_id": "",
             },
         )
-        return resp.responses[0].partitions[0]

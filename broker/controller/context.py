@@ -66,7 +66,9 @@ class ControllerContext:
                     self.states.pop((topic, partition), None)
             else:
                 self.assign[topic] = new
-                self.refresh_states([(topic, p) for p in new_parts])
+                # only the partitions that have a state znode: none yet for a new topic
+                for partition, state in self.zk.get_topic_partition_states(topic).items():
+                    self.states[(topic, partition)] = state
         return dropped
 
     def refresh_states(self, keys) -> None:

@@ -393,6 +393,11 @@ class Controller:
             keys |= {(topic, p) for p in (assignment.partitions if assignment else {})}
         self.ctx.refresh_states(self._dirty_keys)
         requests = self.ctx.leader_and_isr(keys, self.broker_id, self.epoch)
+        metadata = self.ctx.update_metadata(self.broker_id, self.epoch)
+        for broker in self._new_brokers & set(self.ctx.brokers):
+            # as Kafka's onBrokerStartup: metadata before LeaderAndIsr, so that a broker
+            # asked about a partition it will host says NOT_LEADER_OR_FOLLOWER meanwhile
+            self._send(broker, 6, 7, metadata)
         if self._new_brokers:
             everything = self.ctx.leader_and_isr(list(self.ctx.states), self.broker_id, self.epoch)
             for broker in self._new_brokers:
@@ -404,8 +409,7 @@ class Controller:
             self._send(
                 broker, 5, 3, ControllerContext.stop_replica(parts, self.broker_id, self.epoch)
             )
-        metadata = self.ctx.update_metadata(self.broker_id, self.epoch)
-        for broker in self.ctx.brokers:
+        for broker in set(self.ctx.brokers) - self._new_brokers:
             self._send(broker, 6, 7, metadata, coalesce="update_metadata")
         self._dirty_keys.clear()
         self._dirty_topics.clear()
@@ -513,9 +517,9 @@ class Controller:
             return
         live = self._live_brokers()
         missing = {}
-        existing = self.zk.get_partition_states([(topic, p) for p in assignment.partitions])
+        existing = self.zk.get_topic_partition_states(topic)
         for partition, replicas in assignment.partitions.items():
-            if (topic, partition) in existing:
+            if partition in existing:
                 continue
             alive = [b for b in replicas if b in live]
             leader = alive[0] if alive else -1

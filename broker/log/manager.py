@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, ValuesView
 from pathlib import Path
 
 from broker.log.checkpoint import (
@@ -41,6 +41,9 @@ from broker.protocol.errors import KafkaError
 __all__ = ["LogDirLockedError", "LogManager", "MetaPropertiesError", "read_meta_properties"]
 
 log = logging.getLogger(__name__)
+#: threads that create the logs of a LeaderAndIsr with many new partitions: the work
+#: is file creation and fsync, which overlap well (bench/create_topics.py)
+NEW_LOG_THREADS = 8
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -295,6 +298,12 @@ class LogManager:
     def all_logs(self) -> Iterator[tuple[TopicPartition, Log]]:
         return iter(list(self._logs.items()))
 
+    def live_logs(self) -> ValuesView[Log]:
+        """The logs as a live view of the manager's own dict, for a reader that goes
+        through all of them without yielding to the event loop (a metrics scrape),
+        where the copy all_logs makes would cost more than the reading."""
+        return self._logs.values()
+
     def __len__(self) -> int:
         return len(self._logs)
 
@@ -342,6 +351,68 @@ class LogManager:
         self._logs[(topic, partition)] = lg
         counts[target] += 1
         return lg
+
+    # -- many new logs at once (the LeaderAndIsr of a new topic) -------------------------
+    def place_new_logs(
+        self, keys: list[TopicPartition], configs: Mapping[str, LogConfig]
+    ) -> list[tuple[TopicPartition, Path]]:
+        """The log dir of each new partition (the dir holding the fewest partitions, as
+        get_or_create_log chooses); partitions that have a log already are left out."""
+        self.topic_configs.update(configs)
+        counts = dict(self._dir_counts())
+        online = self.online_dirs
+        if not online:
+            raise storage_error(f"No online log dir to create {len(keys)} new partitions in")
+        placed = []
+        for key in keys:
+            if key not in self._logs:
+                target = min(online, key=lambda d: counts[d])
+                counts[target] += 1
+                placed.append((key, target))
+        return placed
+
+    def open_new_logs(
+        self, placed: list[tuple[TopicPartition, Path]], epochs: Mapping[TopicPartition, int]
+    ) -> list[Log]:
+        """Create the logs ``placed`` on NEW_LOG_THREADS threads (blocking: file creation
+        and fsync, which run outside the GIL) and record each one's first leader epoch
+        that ``epochs`` names. Touches no state of the manager, so it may run on a
+        thread while the event loop serves; ``add_new_logs`` registers the result. A
+        log that fails is left out (get_or_create_log tries it again, alone)."""
+
+        def create(key: TopicPartition, target: Path) -> Log:
+            lg = Log(
+                target / f"{key[0]}-{key[1]}",
+                self.config_for(key[0]),
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                deleter=self.deleter,
+            )
+            lg.failure_channel = self.failure_channel
+            if key in epochs:
+                lg.leader_epoch_cache.assign(epochs[key], lg.log_end_offset)
+            return lg
+
+        opened = []
+        with concurrent.futures.ThreadPoolExecutor(NEW_LOG_THREADS) as pool:
+            futures = [(key, pool.submit(create, key, target)) for key, target in placed]
+            for key, future in futures:
+                try:
+                    opened.append(future.result())
+                except (KafkaError, OSError) as exc:
+                    log.warning("creating the log of %s-%d failed: %s", *key, exc)
+        for target in {target for _key, target in placed}:
+            fsync_dir(target)
+        return opened
+
+    def add_new_logs(self, logs: list[Log]) -> None:
+        """Register logs made by open_new_logs (on the thread that reads the logs)."""
+        for lg in logs:
+            key = (lg.topic, lg.partition)
+            if key in self._logs:  # made meanwhile by get_or_create_log: keep that one
+                lg.close()
+            else:
+                self._logs[key] = lg
+        self._counts = None
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New topic config (from ZooKeeper): applies to existing and future logs."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..replica.counts import Counts
 from .stats import TIMERS, Histogram
 
 if TYPE_CHECKING:
@@ -120,33 +121,14 @@ class BrokerCollector(Collector):
     # -- kafka.server:type=ReplicaManager ------------------------------------------------
     def _replica_manager(self) -> Iterator[Metric]:
         replicas = self.server.replicas
-        hosted = leaders = under = under_min = at_min = offline = 0
-        me = replicas.broker_id if replicas else -1
-        for part in list(replicas.partitions.values()) if replicas else ():
-            state = part.state
-            if state is None:
-                continue
-            hosted += 1
-            lg = part.log
-            if lg is None:
-                offline += 1
-            elif state.leader == me:
-                leaders += 1
-                isr = len(state.isr)
-                if isr < len(state.replicas):
-                    under += 1
-                min_isr = lg.config.min_insync_replicas
-                if isr < min_isr:
-                    under_min += 1
-                elif isr == min_isr:
-                    at_min += 1
+        c = replicas.partition_counts() if replicas else Counts()
         prefix = "kafka_server_replicamanager_"
-        yield gauge(prefix + "partitioncount", "Partitions on this broker", hosted)
-        yield gauge(prefix + "leadercount", "Partitions this broker leads", leaders)
-        yield gauge(prefix + "underreplicatedpartitions", "Led, ISR < replicas", under)
-        yield gauge(prefix + "underminisrpartitioncount", "Led, ISR < min ISR", under_min)
-        yield gauge(prefix + "atminisrpartitioncount", "Led, ISR = min ISR", at_min)
-        yield gauge(prefix + "offlinereplicacount", "Replicas without a log", offline)
+        yield gauge(prefix + "partitioncount", "Partitions on this broker", c.hosted)
+        yield gauge(prefix + "leadercount", "Partitions this broker leads", c.leaders)
+        yield gauge(prefix + "underreplicatedpartitions", "Led, ISR < replicas", c.under_replicated)
+        yield gauge(prefix + "underminisrpartitioncount", "Led, ISR < min ISR", c.under_min_isr)
+        yield gauge(prefix + "atminisrpartitioncount", "Led, ISR = min ISR", c.at_min_isr)
+        yield gauge(prefix + "offlinereplicacount", "Replicas whose log is offline", c.offline)
         shrinks, expands = replicas.isr_changes if replicas else (0, 0)
         yield CounterMetricFamily(prefix + "isrshrinks", "ISR shrinks written", value=shrinks)
         yield CounterMetricFamily(prefix + "isrexpands", "ISR expands written", value=expands)

@@ -12,6 +12,8 @@ whole text of the previous scrape. The output is the same text format (``# HELP`
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 # metric name as jmx_exporter names kafka.log:type=Log,name=X, and its help text
 LOG_GAUGES = (
     ("kafka_log_log_size", "Kafka's Log Size: bytes of the partition's segments"),
@@ -47,16 +49,17 @@ class LogGaugeRenderer:
     """Renders the Log gauges of the logs it is given (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, int], _Entry] = {}
+        # keyed by the Log object itself: its hash is its id, where a (topic, partition)
+        # key would be hashed anew on every scrape
+        self._entries: dict[object, _Entry] = {}
         self._text = b""
 
-    def render(self, logs: list[tuple[tuple[str, int], object]]) -> bytes:
-        """``logs``: (topic-partition, Log) pairs, as LogManager.all_logs() gives them."""
+    def render(self, logs: Collection) -> bytes:
+        """``logs``: the Log objects (LogManager.live_logs()), each scraped in full."""
         entries = self._entries
-        changed, seen = False, 0
-        for tp, lg in logs:
-            seen += 1
-            e = entries.get(tp)
+        changed = False
+        for lg in logs:
+            e = entries.get(lg)
             segments = lg.segments
             if (
                 e is not None
@@ -68,18 +71,18 @@ class LogGaugeRenderer:
             ):
                 continue
             if e is None:
-                e = entries[tp] = _Entry()
+                e = entries[lg] = _Entry()
             e.update(lg, segments)
             changed = True
-        if seen != len(entries):  # partitions left this broker: keep only those given
-            entries = self._entries = {tp: entries[tp] for tp, _lg in logs}
+        if len(logs) != len(entries):  # partitions left this broker: keep only those given
+            entries = self._entries = {lg: entries[lg] for lg in logs}
             changed = True
         if changed or not self._text:
             self._text = self._join(entries).encode()
         return self._text
 
     @staticmethod
-    def _join(entries: dict[tuple[str, int], _Entry]) -> str:
+    def _join(entries: dict[object, _Entry]) -> str:
         out = []
         for i, (name, help_text) in enumerate(LOG_GAUGES):
             out.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge\n")

@@ -48,4 +48,4 @@ class BrokerMetrics:
         logs = self.server.logs
         if logs is None:
             return text
-        return text + self._logs.render(list(logs.all_logs()))
+        return text + self._logs.render(logs.live_logs())

@@ -16,12 +16,14 @@ from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
+from .counts import Counts, PartitionCounts
 from .fetcher import ReplicaFetcherManager
 from .partition import DelayedProduce, Partition, PartitionState
 from .throttle import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
 ZSTD = 4
+MANY_NEW_LOGS = 16  # new partitions in one LeaderAndIsr worth creating on threads
 
 
 @dataclass(slots=True)
@@ -53,6 +55,7 @@ class ReplicaManager:
         topic_config: Callable[[str], LogConfig],
         fetchers: ReplicaFetcherManager,
         isr_writer: Callable[[Partition, list[int]], Awaitable[bool]],
+        in_metadata: Callable[[str, int], bool] = lambda topic, index: False,
     ) -> None:
         self.broker_id = broker_id
         self.logs = log_manager
@@ -66,6 +69,11 @@ class ReplicaManager:
         fetchers.is_throttled = self.follower_throttled
         self._leadership_listeners: list[Callable[[str, int, bool, int | None], None]] = []
         self.isr_changes = [0, 0]  # ISR [shrinks, expands] written to ZooKeeper
+        self.in_metadata = in_metadata  # does the cluster's metadata know this partition?
+        self._counts = PartitionCounts(self)
+        #: held by LeaderAndIsr and StopReplica: the logs create_logs makes on threads
+        #: must not be made again (or stopped) by the next request meanwhile
+        self.state_change_lock = asyncio.Lock()
 
     # -- leadership listeners (the group coordinator) ---------------------------------
     def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
@@ -90,6 +98,7 @@ class ReplicaManager:
     # -- partition state from the controller ------------------------------------------
     def apply_state(self, topic: str, index: int, state: PartitionState) -> None:
         """Apply a partition state from the controller (LeaderAndIsr)."""
+        self._counts.changed()
         key = (topic, index)
         part = self.partitions.get(key)
         if self.broker_id not in state.replicas:
@@ -137,8 +146,32 @@ class ReplicaManager:
         part.complete_delayed_produces()  # a follower now: every waiting produce fails
         self._notify_leadership(part, was_leader, old_epoch)
 
+    async def create_logs(self, states: dict[tuple[str, int], PartitionState]) -> None:
+        """Before a LeaderAndIsr is applied: create the logs of its new partitions here
+        on threads (NEW_LOG_THREADS), so that the thousands of a new topic neither take
+        minutes one after the other nor hold the event loop meanwhile. apply_state then
+        finds them made (and makes, alone, any this could not)."""
+        new = {
+            key: state
+            for key, state in states.items()
+            if self.broker_id in state.replicas and self.logs.get_log(*key) is None
+        }
+        if len(new) < MANY_NEW_LOGS:
+            return
+        configs = {}
+        for topic in {topic for topic, _ in new}:
+            try:
+                configs[topic] = self.topic_config(topic)
+            except KafkaError:  # apply_state reports it, partition by partition
+                new = {k: s for k, s in new.items() if k[0] != topic}
+        placed = self.logs.place_new_logs(list(new), configs)
+        epochs = {k: s.leader_epoch for k, s in new.items() if s.leader == self.broker_id}
+        opened = await asyncio.to_thread(self.logs.open_new_logs, placed, epochs)
+        self.logs.add_new_logs(opened)
+
     def on_log_dir_offline(self, log_dir) -> list[tuple[str, int]]:
         """Stop following the partitions of a dir that went offline; returns them."""
+        self._counts.changed()
         gone = [
             key
             for key, part in self.partitions.items()
@@ -150,6 +183,7 @@ class ReplicaManager:
         return gone
 
     def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
+        self._counts.changed()
         self.fetchers.remove_partition((topic, index))
         part = self.partitions.pop((topic, index), None)
         if part is not None:
@@ -162,16 +196,26 @@ class ReplicaManager:
             self.logs.delete_log(topic, index)
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        self._counts.changed()  # min.insync.replicas may have moved
         self.logs.update_config(topic, config)
 
     def get_partition(self, topic: str, index: int) -> Partition:
         part = self.partitions.get((topic, index))
         if part is None or part.state is None:
+            if self.in_metadata(topic, index):  # as Kafka: a replica here may be on its way
+                raise KafkaError(
+                    ErrorCode.not_leader_or_follower,
+                    f"broker {self.broker_id} has no state for {topic}-{index} yet",
+                )
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition,
                 f"this broker does not host {topic}-{index}",
             )
         return part
+
+    def partition_counts(self) -> Counts:
+        """The ReplicaManager gauges (partition, leader, under-replicated ... counts)."""
+        return self._counts.get()
 
     # -- produce ---------------------------------------------------------------------
     def append(
@@ -356,6 +400,7 @@ class ReplicaManager:
             ok = False
         if ok:  # Kafka's IsrExpandsPerSec / IsrShrinksPerSec
             self.isr_changes[grows] += 1
+            self._counts.changed()
         if not ok and part.pending_isr == new_isr:
             part.pending_isr = None
         part.maybe_advance_high_watermark()

@@ -183,6 +183,13 @@ KEYS: dict[str, Key] = {
         Key("controlled.shutdown.retry.backoff.ms", _int, 5000, "Pause between attempts", 0),
         Key("fetch.max.bytes", _int, 57671680, "Largest fetch response", 0),
         Key(
+            "max.incremental.fetch.session.cache.slots",
+            _int,
+            1000,
+            "Incremental fetch sessions (KIP-227) the broker keeps at most",
+            0,
+        ),
+        Key(
             "queued.max.requests",
             _int,
             500,

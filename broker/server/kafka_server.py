@@ -84,7 +84,8 @@ class KafkaServer:
         self.credential_cache = CredentialCache()  # SCRAM users, from /config/users
         self.listener_security = listener_securities(config, self.credential_cache)
         self.inter_broker_security = inter_broker_security(config)
-        self.fetch_sessions = FetchSessionCache()  # KIP-227, for followers and consumers
+        # KIP-227, for followers and consumers
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
         names = {key: spec[0] for key, spec in SUPPORTED.items()}
@@ -115,6 +116,12 @@ class KafkaServer:
         """Where to reach a broker: its endpoint on inter.broker.listener.name."""
         info = self.cache.brokers.get(broker_id)
         return info.endpoint(self.config.endpoints.inter_broker) if info is not None else None
+
+    def _in_metadata(self, topic: str, index: int) -> bool:
+        """Whether the metadata cache knows the partition (Kafka answers
+        NOT_LEADER_OR_FOLLOWER for those the ReplicaManager does not host yet)."""
+        meta = self.cache.topics.get(topic)
+        return meta is not None and index in meta.replicas
 
     async def _write_isr(self, part: Partition, new_isr: list[int]) -> bool:
         """Conditional write of a new ISR to the partition's state znode (leader only)."""
@@ -196,7 +203,12 @@ class KafkaServer:
             cfg.broker_id, cfg, self._broker_endpoint, self.inter_broker_security
         )
         self.replicas = ReplicaManager(
-            cfg.broker_id, self.logs, self.topic_log_config, self.fetchers, self._write_isr
+            cfg.broker_id,
+            self.logs,
+            self.topic_log_config,
+            self.fetchers,
+            self._write_isr,
+            self._in_metadata,
         )
         self.group_coordinator = GroupCoordinator(
             cfg.broker_id, self.replicas, GroupCoordinatorConfig.from_broker(cfg)

@@ -33,11 +33,14 @@ from .znodes import (
     ProducerIdBlockZNode,
     TopicAssignment,
     TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
 )
 
 log = logging.getLogger(__name__)
+MULTI_OPS = 1000  # znodes per multi-op: about 100 KB, well under jute.maxbuffer (1 MB)
 
 
 class ZkError(RuntimeError):
@@ -247,23 +250,47 @@ class KafkaZkClient:
         return TopicPartitionStateZNode.decode(data, stat.version)
 
     def create_partition_states(self, topic: str, states: dict[int, LeaderAndIsr]) -> None:
-        """Create state znodes, pipelined (thousands of partitions in one go)."""
-        pending = []
-        for partition, state in states.items():
-            path = TopicPartitionStateZNode.path(topic, partition)
-            pending.append(
-                (
-                    path,
-                    self.zk.create_async(
-                        path, TopicPartitionStateZNode.encode(state), makepath=True
-                    ),
-                )
+        """Create state znodes as Kafka does: ``partitions``, then each ``partitions/<n>``
+        with its ``state``. Those go in multi-ops of MULTI_OPS znodes, several in flight
+        (one round trip per batch: thousands of partitions in a second or two); a batch
+        that fails because a znode of it exists already is created one znode at a time."""
+        self._create_all([(TopicPartitionsZNode.path(topic), b"")])
+        nodes = []
+        for p, state in states.items():
+            nodes.append((TopicPartitionZNode.path(topic, p), b""))
+            nodes.append(
+                (TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(state))
             )
+        batches = [nodes[i : i + MULTI_OPS] for i in range(0, len(nodes), MULTI_OPS)]
+        pending = []
+        for batch in batches:
+            txn = self.zk.transaction()
+            for path, data in batch:
+                txn.create(path, data)
+            pending.append((batch, txn.commit_async()))
+        for batch, result in pending:
+            if any(isinstance(r, Exception) for r in result.get()):
+                self._create_all([(path, b"") for path, _ in batch[0::2]])
+                self._create_all(batch[1::2])
+
+    def _create_all(self, nodes: list[tuple[str, bytes]]) -> None:
+        """Pipelined creates; a znode that exists already is left as it is."""
+        pending = [(path, self.zk.create_async(path, data)) for path, data in nodes]
         for path, result in pending:
             try:
                 result.get()
             except NodeExistsError:
                 log.debug("%s already exists", path)
+
+    def get_topic_partition_states(self, topic: str) -> dict[int, LeaderAndIsr]:
+        """The states of the partitions of ``topic`` that have one (pipelined reads of
+        the ``partitions`` children only: none at all for a new topic)."""
+        try:
+            children = self.zk.get_children(TopicPartitionsZNode.path(topic))
+        except NoNodeError:
+            return {}
+        found = self.get_partition_states([(topic, int(c)) for c in children if c.isdigit()])
+        return {p: state for (_t, p), state in found.items()}
 
     def get_partition_states(
         self, items: list[tuple[str, int]]

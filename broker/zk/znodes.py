@@ -218,6 +218,14 @@ class TopicPartitionsZNode:
         return f"/brokers/topics/{topic}/partitions"
 
 
+class TopicPartitionZNode:
+    """``/brokers/topics/<topic>/partitions/<n>``: no data, the parent of its state."""
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}"
+
+
 class ConfigEntityZNode:
     """``/config/<type>/<name>``: ``{"version":1,"config":{...}}`` for topics, clients, users."""
 

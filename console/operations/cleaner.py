@@ -8,7 +8,7 @@ from __future__ import annotations
 from console.errors import OpError
 
 
-def cleaner_status(topic: str, configs: list[dict]) -> dict | None:
+def compaction_reports(topic: str, configs: list[dict]) -> dict | None:
     """None for a topic that is not compacted; else {"rows": [...]} (maybe empty)."""
     policy = next((c["value"] for c in configs if c["name"] == "cleanup.policy"), "") or ""
     if "compact" not in policy:

@@ -15,7 +15,7 @@ from console.cluster import admin, state, zk
 from console.errors import NotFound, OpError
 from console.live import groups as live_groups
 from console.live import history
-from console.operations.cleaner import cleaner_status as compaction_status
+from console.operations.cleaner import compaction_reports
 from console.ops import topics as topic_ops
 from console.ops import validation
 from console.roles import VIEWER, role_required
@@ -98,16 +98,16 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "config_keys": sorted(validation.TOPIC_CONFIGS),
         "max_rf": max((len(p["replicas"]) for p in detail["partitions"]), default=0),
         "protected": refusal(name, "add partitions to or delete"),
-        "cleaner": cleaner_status(name, history.all_broker_metrics()),
+        "cleaner": replica_cleaner_metrics(name, history.all_broker_metrics()),
         "compacted": any(
             c["name"] == "cleanup.policy" and "compact" in c["value"] for c in configs
         ),
-        "compaction": compaction_status(name, configs),
+        "compaction": compaction_reports(name, configs),
     }
     return page(request, "console/topic.html", context, subs, status=status)
 
 
-def cleaner_status(topic: str, readings: dict[int, dict]) -> list[dict]:
+def replica_cleaner_metrics(topic: str, readings: dict[int, dict]) -> list[dict]:
     """The log cleaner's view of each replica of a compacted topic, from the brokers'
     /metrics (quill_log_cleaner_*) as the monitor last read them."""
     rows = []

@@ -38,38 +38,53 @@ def _fenced(server: KafkaServer, req: Any) -> bool:
     return False
 
 
+def _partition_state(ps: Any) -> PartitionState:
+    """A partition state of a LeaderAndIsr or UpdateMetadata request."""
+    return PartitionState(
+        leader=ps.leader,
+        leader_epoch=ps.leader_epoch,
+        isr=list(ps.isr),
+        replicas=list(ps.replicas),
+        controller_epoch=ps.controller_epoch,
+        zk_version=ps.zk_version,
+    )
+
+
 async def handle_leader_and_isr(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     if _fenced(server, req):
         return {"error_code": ErrorCode.stale_controller_epoch, "partition_errors": []}
+    states = {
+        (topic.topic_name, ps.partition_index): _partition_state(ps)
+        for topic in req.topic_states
+        for ps in topic.partition_states
+    }
+    async with server.replicas.state_change_lock:  # one LeaderAndIsr or StopReplica at a time
+        await _create_logs(server, states)
+        return _apply_leader_and_isr(server, states)
+
+
+async def _create_logs(server: KafkaServer, states: dict) -> None:
+    try:
+        await server.replicas.create_logs(states)
+    except Exception:  # noqa: BLE001 - apply_state creates them one by one instead
+        log.exception("creating %d new logs at once failed", len(states))
+
+
+def _apply_leader_and_isr(server: KafkaServer, states: dict) -> dict:
     errors = []
-    for topic in req.topic_states:
-        for ps in topic.partition_states:
-            code = ErrorCode.none
-            part = server.replicas.partitions.get((topic.topic_name, ps.partition_index))
-            current = part.state if part is not None else None
-            if current is not None and ps.leader_epoch < current.leader_epoch:
-                code = ErrorCode.stale_controller_epoch
-            else:
-                state = PartitionState(
-                    leader=ps.leader,
-                    leader_epoch=ps.leader_epoch,
-                    isr=list(ps.isr),
-                    replicas=list(ps.replicas),
-                    controller_epoch=ps.controller_epoch,
-                    zk_version=ps.zk_version,
-                )
-                try:
-                    server.replicas.apply_state(topic.topic_name, ps.partition_index, state)
-                except Exception:  # noqa: BLE001 - one bad partition must not stop the rest
-                    log.exception("could not apply %s-%d", topic.topic_name, ps.partition_index)
-                    code = ErrorCode.kafka_storage_error
-            errors.append(
-                {
-                    "topic_name": topic.topic_name,
-                    "partition_index": ps.partition_index,
-                    "error_code": code,
-                }
-            )
+    for (topic, index), state in states.items():
+        code = ErrorCode.none
+        part = server.replicas.partitions.get((topic, index))
+        current = part.state if part is not None else None
+        if current is not None and state.leader_epoch < current.leader_epoch:
+            code = ErrorCode.stale_controller_epoch
+        else:
+            try:
+                server.replicas.apply_state(topic, index, state)
+            except Exception:  # noqa: BLE001 - one bad partition must not stop the rest
+                log.exception("could not apply %s-%d", topic, index)
+                code = ErrorCode.kafka_storage_error
+        errors.append({"topic_name": topic, "partition_index": index, "error_code": code})
     return {"error_code": ErrorCode.none, "partition_errors": errors}
 
 
@@ -93,14 +108,7 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
         meta = TopicMeta(t.topic_name, topic_id, {})
         for ps in t.partition_states:
             meta.replicas[ps.partition_index] = list(ps.replicas)
-            meta.states[ps.partition_index] = PartitionState(
-                leader=ps.leader,
-                leader_epoch=ps.leader_epoch,
-                isr=list(ps.isr),
-                replicas=list(ps.replicas),
-                controller_epoch=ps.controller_epoch,
-                zk_version=ps.zk_version,
-            )
+            meta.states[ps.partition_index] = _partition_state(ps)
         topics[t.topic_name] = meta
     deleted = [
         (name, p)
@@ -121,6 +129,11 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
 async def handle_stop_replica(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     if _fenced(server, req):
         return {"error_code": ErrorCode.stale_controller_epoch, "partition_errors": []}
+    async with server.replicas.state_change_lock:
+        return _stop_replicas(server, req)
+
+
+def _stop_replicas(server: KafkaServer, req: Any) -> dict:
     errors = []
     for topic in req.topic_states:
         for ps in topic.partition_states:
