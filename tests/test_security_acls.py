@@ -260,6 +260,31 @@ def test_creating_a_topic_needs_create(secured):
     assert prefix + "a" not in listed
 
 
+def test_created_topic_configs_need_describe_configs(secured):
+    """CreateTopics answers a topic's configs and layout only to a principal that may
+    DescribeConfigs it; otherwise topic_config_error_code says why (Kafka 2.4+)."""
+    c, admin = secured
+    prefix = f"noconf{uuid.uuid4().hex[:6]}-"
+    add_acl(admin, ResourceType.TOPIC, prefix, AclOperation.DESCRIBE_CONFIGS, host=OTHER_HOST,
+            allow=False, pattern=ResourcePatternType.PREFIXED)  # fmt: skip
+    add_acl(
+        admin,
+        ResourceType.TOPIC,
+        prefix,
+        AclOperation.CREATE,
+        host=OTHER_HOST,
+        pattern=ResourcePatternType.PREFIXED,
+    )  # fmt: skip  (an ACL there: no allow-everyone)
+    other = wire_client(c, OTHER_HOST)
+    hidden = other.create_topic(prefix + "a", partitions=2)
+    assert hidden.error_code == ErrorCode.none
+    assert hidden.topic_config_error_code == ErrorCode.topic_authorization_failed
+    assert (hidden.num_partitions, hidden.replication_factor, hidden.configs) == (-1, -1, ())
+    shown = other.create_topic(f"conf-{uuid.uuid4().hex[:6]}", partitions=2)  # no ACLs there
+    assert (shown.topic_config_error_code, shown.num_partitions) == (ErrorCode.none, 2)
+    assert "cleanup.policy" in {cfg.name for cfg in shown.configs}
+
+
 # -- groups and transactions ----------------------------------------------------------------
 def test_group_read_denied_refuses_join_and_commit(secured):
     c, admin = secured

@@ -307,6 +307,12 @@ def may_describe_topic(server: KafkaServer, name: str) -> bool:
     return allowed(server, Op.DESCRIBE, R.TOPIC, name)
 
 
+def may_describe_topic_configs(server: KafkaServer, name: str) -> bool:
+    """CreateTopics returns a new topic's configs and layout only to a principal that may
+    DescribeConfigs it (Kafka: topic_config_error_code TOPIC_AUTHORIZATION_FAILED)."""
+    return server.authorizer is None or allowed(server, Op.DESCRIBE_CONFIGS, R.TOPIC, name)
+
+
 def may_create_topic(server: KafkaServer, name: str) -> bool:
     return cluster_allowed(server, Op.CREATE) or allowed(server, Op.CREATE, R.TOPIC, name)
 

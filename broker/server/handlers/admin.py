@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader, ms
 from ...zk.znodes import topic_id_bytes
-from .. import topic_admin
+from .. import authorization, topic_admin
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -45,9 +45,15 @@ async def handle_create_topics(server: KafkaServer, header: RequestHeader, req: 
             entry.update(error_code=exc.code, error_message=exc.message)
         else:
             entry.update(
-                error_code=ErrorCode.none,
-                error_message=None,
-                topic_id=topic_id_bytes(topic_id),
+                error_code=ErrorCode.none, error_message=None, topic_id=topic_id_bytes(topic_id)
+            )
+            if not authorization.may_describe_topic_configs(server, t.name):
+                entry.update(
+                    topic_config_error_code=ErrorCode.topic_authorization_failed, configs=[]
+                )
+                results.append(entry)
+                continue
+            entry.update(
                 num_partitions=partitions,
                 replication_factor=rf,
                 configs=[
