@@ -67,7 +67,7 @@ def client() -> AdminClient:
         return _admin
 
 
-def _result(future, what: str):
+def wait_result(future, what: str):
     """Wait for one admin future; turn its error into an OpError."""
     try:
         return future.result(timeout=TIMEOUT_S)
@@ -92,22 +92,24 @@ def _result(future, what: str):
 def create_topic(name: str, partitions: int, rf: int, configs: dict, validate_only=False):
     new = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=configs)
     fs = client().create_topics([new], validate_only=validate_only, operation_timeout=TIMEOUT_S)
-    _result(fs[name], f"Creating topic {name!r}")
+    wait_result(fs[name], f"Creating topic {name!r}")
 
 
 def delete_topic(name: str):
     fs = client().delete_topics([name], operation_timeout=TIMEOUT_S)
-    _result(fs[name], f"Deleting topic {name!r}")
+    wait_result(fs[name], f"Deleting topic {name!r}")
 
 
 def create_partitions(name: str, total: int, validate_only=False):
     fs = client().create_partitions([NewPartitions(name, total)], validate_only=validate_only)
-    _result(fs[name], f"Adding partitions to {name!r}")
+    wait_result(fs[name], f"Adding partitions to {name!r}")
 
 
 def topic_configs(name: str) -> list[dict]:
     resource = ConfigResource(ResourceType.TOPIC, name)
-    entries = _result(client().describe_configs([resource])[resource], f"Reading {name!r} configs")
+    entries = wait_result(
+        client().describe_configs([resource])[resource], f"Reading {name!r} configs"
+    )
     return [
         {
             "name": e.name,
@@ -127,7 +129,7 @@ def alter_topic_configs(name: str, set_: dict[str, str], delete: list[str], vali
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
     fs = client().incremental_alter_configs([resource], validate_only=validate_only)
-    _result(fs[resource], f"Changing {name!r} configs")
+    wait_result(fs[resource], f"Changing {name!r} configs")
 
 
 def offsets(parts: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, int], int]:
@@ -144,7 +146,7 @@ def offsets(parts: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, in
     fs = client().list_offsets({TopicPartition(t, p): s for t, p in parts})
     out = {}
     for tp, fut in fs.items():
-        offset = _result(fut, f"Listing offsets of {tp.topic}-{tp.partition}").offset
+        offset = wait_result(fut, f"Listing offsets of {tp.topic}-{tp.partition}").offset
         out[(tp.topic, tp.partition)] = offset
     if spec not in ("earliest", "latest"):  # -1: no record at or after the timestamp
         missing = [p for p, o in out.items() if o < 0]
@@ -156,7 +158,7 @@ def offsets(parts: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, in
 
 
 def list_groups() -> list[dict]:
-    result = _result(client().list_consumer_groups(), "Listing consumer groups")
+    result = wait_result(client().list_consumer_groups(), "Listing consumer groups")
     groups = [
         {"group_id": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
         for g in result.valid
@@ -180,7 +182,7 @@ def describe_groups(group_ids: list[str]) -> dict[str, dict]:
     if not group_ids:
         return {}
     fs = client().describe_consumer_groups(list(group_ids))
-    return {gid: _group(gid, _result(f, f"Describing group {gid!r}")) for gid, f in fs.items()}
+    return {gid: _group(gid, wait_result(f, f"Describing group {gid!r}")) for gid, f in fs.items()}
 
 
 def _group(group_id: str, g) -> dict:
@@ -208,7 +210,7 @@ def _group(group_id: str, g) -> dict:
 def group_offsets(group_id: str) -> dict[tuple[str, int], int]:
     request = [ConsumerGroupTopicPartitions(group_id)]
     fs = client().list_consumer_group_offsets(request)
-    result = _result(fs[group_id], f"Reading offsets of group {group_id!r}")
+    result = wait_result(fs[group_id], f"Reading offsets of group {group_id!r}")
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions
@@ -227,7 +229,7 @@ def groups_offsets(group_ids: list[str]) -> dict[str, dict[tuple[str, int], int]
     out: dict = {}
     for gid, f in fs.items():
         try:
-            result = _result(f, f"Reading offsets of group {gid!r}")
+            result = wait_result(f, f"Reading offsets of group {gid!r}")
         except OpError as exc:
             out[gid] = exc
             continue
@@ -242,7 +244,7 @@ def groups_offsets(group_ids: list[str]) -> dict[str, dict[tuple[str, int], int]
 def alter_group_offsets(group_id: str, new: dict[tuple[str, int], int]):
     tps = [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())]
     fs = client().alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id, tps)])
-    result = _result(fs[group_id], f"Resetting offsets of group {group_id!r}")
+    result = wait_result(fs[group_id], f"Resetting offsets of group {group_id!r}")
     failed = [tp for tp in result.topic_partitions if tp.error is not None]
     if failed:
         raise OpError(
@@ -253,4 +255,4 @@ def alter_group_offsets(group_id: str, new: dict[tuple[str, int], int]):
 
 def delete_group(group_id: str):
     fs = client().delete_consumer_groups([group_id])
-    _result(fs[group_id], f"Deleting group {group_id!r}")
+    wait_result(fs[group_id], f"Deleting group {group_id!r}")

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from console.cluster.admin import _result, client
+from console.cluster.admin import client, wait_result
 from console.errors import NotFound
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -66,7 +66,7 @@ def _mechanism_name(mechanism: ScramMechanism) -> str:
 def scram_users() -> list[dict]:
     """Every user with a SCRAM credential: [{"user", "credentials": [{mechanism,
     iterations}]}], sorted by user."""
-    described = _result(client().describe_user_scram_credentials(), "Listing SCRAM users")
+    described = wait_result(client().describe_user_scram_credentials(), "Listing SCRAM users")
     return [
         {
             "user": user,
@@ -88,7 +88,7 @@ def scram_user(user: str) -> list[dict]:
         err = exc.args[0] if exc.args else None
         if isinstance(err, KafkaError) and err.code() == KafkaError.RESOURCE_NOT_FOUND:
             return []
-        return _result(future, f"Describing SCRAM user {user}")
+        return wait_result(future, f"Describing SCRAM user {user}")
     return [
         {"mechanism": _mechanism_name(i.mechanism), "iterations": i.iterations}
         for i in description.scram_credential_infos
@@ -99,7 +99,7 @@ def upsert_scram(user: str, mechanism: str, password: str, iterations: int) -> N
     info = ScramCredentialInfo(_mechanism(mechanism), iterations)
     upsertion = UserScramCredentialUpsertion(user, info, password.encode())
     futures = client().alter_user_scram_credentials([upsertion])
-    _result(futures[user], f"Setting the {mechanism} password of {user}")
+    wait_result(futures[user], f"Setting the {mechanism} password of {user}")
 
 
 def delete_scram(user: str, mechanism: str) -> None:
@@ -111,7 +111,7 @@ def delete_scram(user: str, mechanism: str) -> None:
         err = exc.args[0] if exc.args else None
         if isinstance(err, KafkaError) and err.code() == KafkaError.RESOURCE_NOT_FOUND:
             raise NotFound(f"{user} has no {mechanism} credential.", "mechanism") from exc
-        _result(futures[user], f"Deleting the {mechanism} credential of {user}")
+        wait_result(futures[user], f"Deleting the {mechanism} credential of {user}")
 
 
 # ---------------------------------------------------------------- ACLs
@@ -157,14 +157,14 @@ def _binding(a: dict) -> AclBinding:
 
 
 def describe_acls(f: dict) -> list[dict]:
-    found = _result(client().describe_acls(_filter(f)), "Listing ACLs")
+    found = wait_result(client().describe_acls(_filter(f)), "Listing ACLs")
     rows = [acl_row(b) for b in found]
     return sorted(rows, key=lambda r: tuple(r.values()))
 
 
 def create_acl(acl: dict) -> None:
     binding = _binding(acl)
-    _result(client().create_acls([binding])[binding], "Adding the ACL")
+    wait_result(client().create_acls([binding])[binding], "Adding the ACL")
 
 
 def delete_acl(acl: dict) -> list[dict]:
@@ -179,7 +179,7 @@ def delete_acl(acl: dict) -> list[dict]:
         f.operation,
         f.permission_type,
     )
-    deleted = _result(client().delete_acls([exact])[exact], "Removing the ACL")
+    deleted = wait_result(client().delete_acls([exact])[exact], "Removing the ACL")
     if not deleted:
         raise NotFound("No such ACL.")
     return [acl_row(b) for b in deleted]

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
-async def _controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
+async def controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
     """True if this broker's controller is active. While ZooKeeper already names us
     but the controller thread is still taking office, wait a little."""
     deadline = asyncio.get_running_loop().time() + wait_s
@@ -32,7 +32,7 @@ async def _controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
 
 async def handle_controlled_shutdown(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     controller = server.controller
-    if not await _controller_here(server):
+    if not await controller_here(server):
         return {"error_code": ErrorCode.not_controller, "remaining_partitions": []}
     try:
         remaining = await asyncio.wrap_future(
@@ -73,7 +73,7 @@ async def handle_elect_leaders(server: KafkaServer, header: RequestHeader, req: 
 async def _controller_call(server: KafkaServer, name: str, *args):
     """(result, error code): run ``name`` on this broker's active controller; another
     broker answers NOT_CONTROLLER, as Kafka's do, and clients retry on the controller."""
-    if not await _controller_here(server):
+    if not await controller_here(server):
         return None, ErrorCode.not_controller
     try:
         return await asyncio.wrap_future(server.controller.submit(name, *args)), ErrorCode.none

@@ -35,7 +35,7 @@ from ...security.scram_credentials import (
     MIN_ITERATIONS,
     ScramCredential,
 )
-from .controller_ops import _controller_here
+from .controller_ops import controller_here
 
 if TYPE_CHECKING:
     from ...zk.client import KafkaZkClient
@@ -251,7 +251,7 @@ def refused(api_key: int, req: Any, code: ErrorCode, message: str) -> dict:
 async def handle_alter_user_scram_credentials(
     server: KafkaServer, header: RequestHeader, req: Any
 ) -> dict:
-    if not await _controller_here(server):
+    if not await controller_here(server):
         message = "This is not the correct controller for this cluster."
         return {"throttle_time": 0, **refused(51, req, ErrorCode.not_controller, message)}
     # Cluster Alter is checked before this runs (broker/server/authorization.py GATES)
