@@ -121,3 +121,31 @@ def test_partitions_that_returned_records_go_last():
     news = _news_only(session, [("t", [answer(1, 10), answer(2, 0), answer(0, 0)])], True)
     assert [p.partition for p in news[0][1]] == [1]  # only partition 1 has anything new
     assert [sp.partition for sp in session.by_topic()[0][1]] == [2, 0, 1]
+
+
+def test_handler_sends_only_the_changed_partitions_it_is_told_of():
+    """The follower names the partitions whose fields changed; the others are taken as
+    the leader holds them (no comparison of every partition each round)."""
+    h = FetchSessionHandler()
+    wanted = {("t", p): {**_fields(p), "partition": p} for p in range(100)}
+    h.build(wanted, set(wanted))
+    assert h.handle_response(NS(error_code=ErrorCode.none, session_id=42))
+    assert h.build(wanted, set())["topics"] == []
+    h.handle_response(NS(error_code=ErrorCode.none, session_id=42))
+    wanted[("t", 7)] = {**_fields(70), "partition": 7}
+    del wanted[("t", 9)]
+    wanted[("u", 0)] = _fields(0)
+    moved = h.build(wanted, {("t", 7), ("t", 9), ("u", 0), ("t", 8)})  # 8: told, not moved
+    assert moved["session_epoch"] == 2
+    assert sorted(moved["topics"], key=lambda t: t["topic"]) == [
+        {"topic": "t", "partitions": [{**_fields(70), "partition": 7}]},
+        {"topic": "u", "partitions": [_fields(0)]},
+    ]
+    assert moved["forgotten_topics_data"] == [{"topic": "t", "partitions": [9]}]
+    h.handle_response(NS(error_code=ErrorCode.none, session_id=42))
+    # None compares every partition: same answer as the told set would give
+    assert h.build(wanted, None)["topics"] == []
+    h.reset()  # a lost connection: a full fetch of everything wanted
+    full = h.build(wanted, set())
+    assert full["session_epoch"] == 0
+    assert sum(len(t["partitions"]) for t in full["topics"]) == 100

@@ -26,20 +26,37 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self._session: dict[TopicPartition, tuple] = {}  # what the leader's session holds
 
-    def build(self, wanted: dict[TopicPartition, dict]) -> dict:
+    def build(
+        self, wanted: dict[TopicPartition, dict], changed: set[TopicPartition] | None = None
+    ) -> dict:
         """The session fields, topics and forgotten topics of the next Fetch request for
-        ``wanted`` (partition -> its request fields)."""
+        ``wanted`` (partition -> its request fields). ``changed``: the partitions whose
+        fields may differ from the last request (added, moved or gone); the others are
+        taken as held, so an incremental request costs O(changed). None compares every
+        partition."""
         held = self._session
+        forgotten: dict[str, list[int]] = {}
         if self.epoch == INITIAL_EPOCH:
             send = wanted
-            forgotten: dict[str, list[int]] = {}
-        else:
+            self._session = {k: tuple(v.values()) for k, v in wanted.items()}
+        elif changed is None:
             send = {k: v for k, v in wanted.items() if held.get(k) != tuple(v.values())}
-            forgotten = {}
             for topic, index in held:
                 if (topic, index) not in wanted:
                     forgotten.setdefault(topic, []).append(index)
-        self._session = {k: tuple(v.values()) for k, v in wanted.items()}
+            self._session = {k: tuple(v.values()) for k, v in wanted.items()}
+        else:
+            send = {}
+            for key in changed:
+                fields = wanted.get(key)
+                if fields is None:
+                    if held.pop(key, None) is not None:
+                        forgotten.setdefault(key[0], []).append(key[1])
+                    continue
+                values = tuple(fields.values())
+                if held.get(key) != values:
+                    held[key] = values
+                    send[key] = fields
         topics: dict[str, list[dict]] = {}
         for (topic, _index), fields in send.items():
             topics.setdefault(topic, []).append(fields)

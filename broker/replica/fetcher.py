@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 FETCH_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms default: a failing partition waits
+#: how often every fetchable partition's request fields are checked against its log, to
+#: catch what moved without this fetcher (the log start offset, by local retention)
+FIELDS_REFRESH_S = 5.0
 RETRY_ERRORS = {
     ErrorCode.not_leader_or_follower,
     ErrorCode.fenced_leader_epoch,
@@ -54,6 +57,14 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, FetchState] = {}
+        #: the request fields of every fetchable partition, kept as they change (an
+        #: append, a truncation, a new leader epoch), not rebuilt each round
+        self.wanted: dict[TopicPartition, dict] = {}
+        self.dirty: set[TopicPartition] = set()  # wanted entries changed since the last Fetch
+        #: partitions awaiting truncation or sitting out a backoff (not in ``wanted``)
+        self.unready: set[TopicPartition] = set()
+        self.full_diff = False  # the last Fetch left throttled partitions out: compare all
+        self.last_refresh = 0.0  # when every wanted entry was last checked against its log
         self.wakeup = asyncio.Event()
         self.conn: BrokerConnection | None = None
         self.session = FetchSessionHandler()  # KIP-227: incremental fetches to this leader
@@ -61,6 +72,74 @@ class ReplicaFetcher:
         self.interrupted = False  # ... and a partition came meanwhile: it is being dropped
         self._closing: asyncio.Future | None = None
         self.task = asyncio.ensure_future(self._run())
+
+    # -- the partition set, and each partition's request fields ----------------------------
+    def add(self, key: TopicPartition, part: Partition) -> None:
+        """Follow ``key`` from this leader: truncation first, then fetching."""
+        self.partitions[key] = FetchState(part)
+        self._set_unready(key)
+        self.dirty.add(key)
+        self.partition_added()
+
+    def remove(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+        self.unready.discard(key)
+        self.wanted.pop(key, None)
+        self.dirty.add(key)  # the session forgets it
+
+    def clear(self) -> None:
+        self.partitions.clear()
+        self.wanted.clear()
+        self.unready.clear()
+        self.dirty.clear()
+
+    def _fields(self, key: TopicPartition, st: FetchState) -> dict:
+        """``key``'s partition in the next Fetch request."""
+        log_ = st.partition.log
+        epoch = log_.latest_epoch
+        return {
+            "partition": key[1],
+            "current_leader_epoch": st.partition.leader_epoch,
+            "fetch_offset": log_.log_end_offset,
+            "last_fetched_epoch": -1 if epoch is None else epoch,
+            "log_start_offset": log_.log_start_offset,
+            "partition_max_bytes": self.manager.config["replica.fetch.max.bytes"],
+        }
+
+    def _set_ready(self, key: TopicPartition) -> None:
+        self.unready.discard(key)
+        self.wanted[key] = self._fields(key, self.partitions[key])
+        self.dirty.add(key)
+
+    def _set_unready(self, key: TopicPartition) -> None:
+        """Truncation or a backoff first: out of the fetches (and the session) meanwhile."""
+        self.unready.add(key)
+        if self.wanted.pop(key, None) is not None:
+            self.dirty.add(key)
+
+    def _refresh(self, key: TopicPartition) -> None:
+        """After ``key``'s log changed here (an append, a truncation, a new start)."""
+        old = self.wanted.get(key)
+        if old is not None:
+            fields = self._fields(key, self.partitions[key])
+            if fields != old:
+                self.wanted[key] = fields
+                self.dirty.add(key)
+
+    def _refresh_all(self) -> None:
+        """Every FIELDS_REFRESH_S: the offsets of every fetchable partition against its
+        log (a follower's retention moves its log start offset without this fetcher)."""
+        partitions = self.partitions
+        moved = []
+        for key, fields in self.wanted.items():
+            log_ = partitions[key].partition.log
+            if (
+                fields["fetch_offset"] != log_.log_end_offset
+                or fields["log_start_offset"] != log_.log_start_offset
+            ):
+                moved.append(key)
+        for key in moved:
+            self._refresh(key)
 
     async def _connect(self) -> BrokerConnection | None:
         endpoint = self.manager.broker_endpoint(self.leader_id)
@@ -123,11 +202,11 @@ class ReplicaFetcher:
 
     async def _truncate_if_needed(self) -> None:
         now = asyncio.get_running_loop().time()
-        todo = {
-            k: s
-            for k, s in self.partitions.items()
-            if s.needs_truncation and s.delayed_until <= now
-        }
+        todo = {}
+        for key in self.unready:
+            st = self.partitions[key]
+            if st.needs_truncation and st.delayed_until <= now:
+                todo[key] = st
         if not todo:
             return
         topics: dict[str, list[dict]] = {}
@@ -165,6 +244,7 @@ class ReplicaFetcher:
                     continue
                 self._truncate(st.partition, p.end_offset)
                 st.needs_truncation = False
+                self._set_ready((t.topic, p.partition))
 
     def _truncate(self, part: Partition, leader_end_offset: int) -> None:
         log_ = part.log
@@ -186,36 +266,37 @@ class ReplicaFetcher:
         next one should go at once: any partition answered without error, or none had
         news; False when nothing is fetchable or every answer failed (then back off)."""
         now = asyncio.get_running_loop().time()
-        ready = {}
         soonest = None  # when a partition left out of this fetch becomes fetchable
-        for key, st in self.partitions.items():
+        back = []  # their backoff is over
+        for key in self.unready:
+            st = self.partitions[key]
             if st.delayed_until > now:
                 soonest = st.delayed_until if soonest is None else min(soonest, st.delayed_until)
             elif st.needs_truncation:
                 soonest = now
             else:
-                ready[key] = st
+                back.append(key)
+        for key in back:
+            self._set_ready(key)
+        if now - self.last_refresh >= FIELDS_REFRESH_S:
+            self.last_refresh = now
+            self._refresh_all()
+        wanted: dict[TopicPartition, dict] = self.wanted
+        changed: set[TopicPartition] | None = None if self.full_diff else self.dirty
         quota = self.manager.quota
-        if quota is not None and quota.exceeded():
-            ready = {k: s for k, s in ready.items() if not self.manager.is_throttled(*k)}
-        if not ready:
+        throttled = quota is not None and quota.exceeded()
+        if throttled:  # rare (a replication throttle is set): compare the whole set
+            wanted = {k: f for k, f in wanted.items() if not self.manager.is_throttled(*k)}
+            changed = None
+        if not wanted:
             return False
         cfg = self.manager.config
         max_wait_ms = cfg["replica.fetch.wait.max.ms"]
         if soonest is not None:  # do not park past the moment it can join
             max_wait_ms = min(max_wait_ms, max(0, int((soonest - now) * 1000) + 1))
-        wanted: dict[TopicPartition, dict] = {}
-        for key, st in ready.items():
-            log_ = st.partition.log
-            epoch = log_.latest_epoch
-            wanted[key] = {
-                "partition": key[1],
-                "current_leader_epoch": st.partition.leader_epoch,
-                "fetch_offset": log_.log_end_offset,
-                "last_fetched_epoch": -1 if epoch is None else epoch,
-                "log_start_offset": log_.log_start_offset,
-                "partition_max_bytes": cfg["replica.fetch.max.bytes"],
-            }
+        session_fields = self.session.build(wanted, changed)
+        self.dirty = set()
+        self.full_diff = throttled  # the session holds the filtered set: compare all next
         self.fetching = True
         try:
             resp = await self.conn.request(
@@ -227,7 +308,7 @@ class ReplicaFetcher:
                     "min_bytes": 1,
                     "max_bytes": cfg["replica.fetch.response.max.bytes"],
                     "isolation_level": 0,
-                    **self.session.build(wanted),
+                    **session_fields,
                     "rack_id": "",
                 },
                 timeout_s=max_wait_ms / 1000.0 + 30,
@@ -244,14 +325,23 @@ class ReplicaFetcher:
         answered = healthy = False
         for t in resp.responses:
             for p in t.partitions:
-                st = self.partitions.get((t.topic, p.partition_index))
+                key = (t.topic, p.partition_index)
+                st = self.partitions.get(key)
                 if st is not None:
                     answered = True
-                    healthy |= self._process(st, p)
+                    healthy |= self._process(key, st, p)
         return healthy or not answered  # nothing new within the max wait: fetch again
 
-    def _process(self, st: FetchState, p) -> bool:
+    def _process(self, key: TopicPartition, st: FetchState, p) -> bool:
         """Apply one partition's answer; True when it came without error."""
+        ok = self._apply(st, p)
+        if st.needs_truncation or st.delayed_until > asyncio.get_running_loop().time():
+            self._set_unready(key)
+        else:
+            self._refresh(key)
+        return ok
+
+    def _apply(self, st: FetchState, p) -> bool:
         part = st.partition
         log_ = part.log
         if p.error_code == ErrorCode.offset_out_of_range:
@@ -316,8 +406,7 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None or fetcher.task.done():
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
-        fetcher.partitions[key] = FetchState(part)
-        fetcher.partition_added()
+        fetcher.add(key, part)
         self.owner[key] = leader_id
 
     def remove_partition(self, key: TopicPartition) -> None:
@@ -326,7 +415,7 @@ class ReplicaFetcherManager:
             return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is not None:
-            fetcher.partitions.pop(key, None)
+            fetcher.remove(key)
             if not fetcher.partitions:
                 fetcher.task.cancel()
                 del self.fetchers[leader_id]
@@ -338,7 +427,7 @@ class ReplicaFetcherManager:
         self.owner.clear()
         tasks = []
         for fetcher in self.fetchers.values():
-            fetcher.partitions.clear()
+            fetcher.clear()
             fetcher.task.cancel()
             tasks.append(fetcher.task)
         self.fetchers.clear()
