@@ -8,6 +8,8 @@ the socket layer to send with sendfile.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,12 +20,13 @@ from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
 from .counts import Counts, PartitionCounts
 from .fetcher import ReplicaFetcherManager
-from .partition import DelayedProduce, Partition, PartitionState
+from .partition import DelayedProduce, Partition, PartitionState, now_ms
 from .throttle import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
 ZSTD = 4
 MANY_NEW_LOGS = 16  # new partitions in one LeaderAndIsr worth creating on threads
+_TIE = itertools.count()  # orders ISR checks due at the same millisecond
 
 
 @dataclass(slots=True)
@@ -74,6 +77,11 @@ class ReplicaManager:
         #: held by LeaderAndIsr and StopReplica: the logs create_logs makes on threads
         #: must not be made again (or stopped) by the next request meanwhile
         self.state_change_lock = asyncio.Lock()
+        #: the ISR lag check's deadlines, (due ms, tie, partition key): a led partition is
+        #: looked at when one of its in-sync followers could first have fallen behind
+        #: replica.lag.time.max.ms, not on every tick (Partition.isr_check_due: the live one)
+        self._isr_checks: list[tuple[int, int, tuple[str, int]]] = []
+        self._max_lag_ms: int | None = None
 
     # -- leadership listeners (the group coordinator) ---------------------------------
     def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
@@ -120,6 +128,7 @@ class ReplicaManager:
             old is None or old.leader_epoch != state.leader_epoch or old.leader != state.leader
         )
         if state.leader == self.broker_id:
+            self._schedule_isr_check(part, 0)  # the next tick computes its deadline
             if new_epoch:
                 self.fetchers.remove_partition(key)
                 part.become_leader(state)
@@ -405,14 +414,51 @@ class ReplicaManager:
             part.pending_isr = None
         part.maybe_advance_high_watermark()
 
-    def shrink_lagging_isrs(self, max_lag_ms: int) -> None:
-        """replica.lag.time.max.ms: drop followers that have not caught up in time."""
-        for part in list(self.partitions.values()):
-            if not part.is_leader or part.pending_isr is not None:
-                continue
-            lagging = part.lagging_followers(max_lag_ms)
-            if lagging:
-                self._propose_isr(part, [b for b in part.isr if b not in lagging], "shrink")
+    def shrink_lagging_isrs(self, max_lag_ms: int, now: int | None = None) -> None:
+        """replica.lag.time.max.ms: drop followers that have not caught up in time. Only
+        the partitions whose deadline came are looked at (a follower's last caught-up
+        time only grows, so none can fall behind before it): O(due), not O(partitions)."""
+        now = now_ms() if now is None else now
+        if max_lag_ms != self._max_lag_ms:  # first call, or the config changed: all again
+            self._max_lag_ms = max_lag_ms
+            self._isr_checks = []
+            for part in self.partitions.values():
+                part.isr_check_due = None
+                if part.is_leader:
+                    self._schedule_isr_check(part, now)
+        checks = self._isr_checks
+        due = []
+        while checks and checks[0][0] <= now:
+            when, _tie, key = heapq.heappop(checks)
+            part = self.partitions.get(key)
+            if part is not None and part.isr_check_due == when:
+                part.isr_check_due = None
+                due.append(part)
+        for part in due:
+            self._check_isr(part, max_lag_ms, now)
+
+    def _check_isr(self, part: Partition, max_lag_ms: int, now: int) -> None:
+        if not part.is_leader:
+            return  # becoming leader again schedules it
+        if part.pending_isr is not None:  # look again once ZooKeeper has answered
+            self._schedule_isr_check(part, now + 1)
+            return
+        lagging = part.lagging_followers(max_lag_ms, now)
+        if lagging:
+            self._propose_isr(part, [b for b in part.isr if b not in lagging], "shrink")
+            self._schedule_isr_check(part, now + 1)
+            return
+        oldest = part.oldest_caught_up_ms()
+        self._schedule_isr_check(
+            part, now + max_lag_ms if oldest is None else oldest + max_lag_ms + 1
+        )
+
+    def _schedule_isr_check(self, part: Partition, due: int) -> None:
+        """Look at ``part``'s ISR at ``due`` (ms) at the latest."""
+        if part.isr_check_due is not None and part.isr_check_due <= due:
+            return
+        part.isr_check_due = due
+        heapq.heappush(self._isr_checks, (due, next(_TIE), (part.topic, part.index)))
 
     async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> bool:
         """Wait until ``offset`` is below the high watermark (acks=all); False on timeout

@@ -105,6 +105,7 @@ class Partition:
     state: PartitionState | None = None
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
+    isr_check_due: int | None = None  # when the ReplicaManager's ISR lag check looks (ms)
     _waiters: set[asyncio.Future] = field(default_factory=set)
     # delayed produces (acks=all): (offset that must fall below the HW, tie, op, slot)
     _delayed: list[tuple[int, int, DelayedProduce, int]] = field(default_factory=list)
@@ -236,8 +237,8 @@ class Partition:
         entry = self.log.leader_epoch_cache.latest_entry
         return entry is None or offset >= entry.start_offset
 
-    def lagging_followers(self, max_lag_ms: int) -> list[int]:
-        now = now_ms()
+    def lagging_followers(self, max_lag_ms: int, now: int | None = None) -> list[int]:
+        now = now_ms() if now is None else now
         return [
             b
             for b in self.isr
@@ -245,6 +246,19 @@ class Partition:
             and b in self.followers
             and now - self.followers[b].last_caught_up_ms > max_lag_ms
         ]
+
+    def oldest_caught_up_ms(self) -> int | None:
+        """The earliest last caught-up time of the in-sync followers (None: no follower
+        is in the ISR): none of them can lag before it + replica.lag.time.max.ms."""
+        followers = self.followers
+        oldest = None
+        for b in self.state.isr if self.state else ():
+            follower = followers.get(b)
+            if b != self.broker_id and follower is not None:
+                t = follower.last_caught_up_ms
+                if oldest is None or t < oldest:
+                    oldest = t
+        return oldest
 
     def maybe_advance_high_watermark(self) -> None:
         """HW = min LEO over the (maximal) ISR; it never moves backwards."""

@@ -1,0 +1,110 @@
+"""The leader's ISR lag check (replica.lag.time.max.ms) with many idle partitions.
+
+ReplicaManager looks at a led partition only when one of its in-sync followers could
+first have fallen behind (a heap of deadlines), not at every partition on every tick.
+These tests drive a real ReplicaManager, Partition and LogManager in one process on
+a clock given to them (the follower fetches come through the same calls the leader's
+Fetch handler makes), so what they assert does not depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace as NS
+
+from broker.log.config import LogConfig
+from broker.log.manager import LogManager
+from broker.replica.fetcher import ReplicaFetcherManager
+from broker.replica.manager import ReplicaManager
+from broker.replica.partition import PartitionState
+
+MAX_LAG_MS = 10_250
+PARTITIONS = 300
+
+
+def _leader_of_idle_partitions(tmp_path, proposals: list) -> tuple[ReplicaManager, LogManager]:
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+
+    async def isr_writer(part, new_isr) -> bool:  # stands for ZooKeeper's conditional write
+        proposals.append((part.topic, part.index, sorted(new_isr)))
+        return True
+
+    fetchers = ReplicaFetcherManager(1, {}, lambda _broker: None)
+    manager = ReplicaManager(1, logs, lambda _topic: LogConfig(), fetchers, isr_writer)
+    for i in range(PARTITIONS):
+        manager.apply_state("idle", i, PartitionState(1, 1, [1, 2, 3], [1, 2, 3]))
+        for follower in (2, 3):  # both followers fetched once, at the log end (0)
+            assert manager.read_for_follower(follower, "idle", i, 0, 1000, 1).error == 0
+    return manager, logs
+
+
+def _idle_fetch(manager: ReplicaManager, follower: int, index: int, now: int, epoch=1) -> None:
+    """A follower's incremental fetch passing over partition ``index`` (nothing new);
+    after a new leader epoch, one real fetch first (the leader's view starts empty)."""
+    if manager.partitions[("idle", index)].followers[follower].log_end_offset != 0:
+        assert manager.read_for_follower(follower, "idle", index, 0, 1000, epoch).error == 0
+    sp = NS(
+        partition=index,
+        fetch_offset=0,
+        current_leader_epoch=epoch,
+        high_watermark=0,
+        log_start_offset=0,
+    )
+    assert manager.follower_idle(follower, "idle", sp, now)
+
+
+def test_follower_that_stops_fetching_one_partition_leaves_only_that_isr(tmp_path) -> None:
+    async def scenario() -> None:
+        proposals: list = []
+        manager, logs = _leader_of_idle_partitions(tmp_path, proposals)
+        base = manager.partitions[("idle", 7)].followers[2].last_caught_up_ms
+        shrunk_at = None
+        for k in range(0, 31):  # a fetch round every 500 ms for 15 s
+            now = base + 500 * k
+            for i in range(PARTITIONS):
+                for follower in (2, 3):
+                    if (i, follower) != (7, 2):  # broker 2 no longer fetches idle-7
+                        _idle_fetch(manager, follower, i, now)
+            manager.shrink_lagging_isrs(MAX_LAG_MS, now)
+            await asyncio.sleep(0)  # the ISR write runs
+            if proposals and shrunk_at is None:
+                shrunk_at = k
+        # dropped at the first check past replica.lag.time.max.ms, and nothing else
+        assert proposals == [("idle", 7, [1, 3])]
+        assert shrunk_at == 21  # 10,500 ms > 10,250 ms; 10,000 ms was not yet
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stalled_follower_is_dropped_from_every_isr_and_a_new_leader_is_checked(
+    tmp_path,
+) -> None:
+    async def scenario() -> None:
+        proposals: list = []
+        manager, logs = _leader_of_idle_partitions(tmp_path, proposals)
+        base = manager.partitions[("idle", 0)].followers[3].last_caught_up_ms
+        manager.shrink_lagging_isrs(MAX_LAG_MS, base)
+        for k in range(1, 25):  # broker 3 stalls entirely; broker 2 keeps fetching
+            now = base + 500 * k
+            for i in range(PARTITIONS):
+                _idle_fetch(manager, 2, i, now)
+            manager.shrink_lagging_isrs(MAX_LAG_MS, now)
+            await asyncio.sleep(0)
+        assert sorted(proposals) == [("idle", i, [1, 2]) for i in range(PARTITIONS)]
+        # the controller's answer comes back: ISR [1, 2]; a new epoch later, [1, 2, 3] again
+        for i in range(PARTITIONS):
+            manager.apply_state("idle", i, PartitionState(1, 1, [1, 2], [1, 2, 3]))
+            manager.apply_state("idle", i, PartitionState(1, 2, [1, 2, 3], [1, 2, 3]))
+        proposals.clear()
+        restart = manager.partitions[("idle", 0)].followers[3].last_caught_up_ms
+        for k in range(1, 25):  # now broker 2 stalls
+            now = restart + 500 * k
+            for i in range(PARTITIONS):
+                _idle_fetch(manager, 3, i, now, epoch=2)
+            manager.shrink_lagging_isrs(MAX_LAG_MS, now)
+            await asyncio.sleep(0)
+        assert sorted(proposals) == [("idle", i, [1, 3]) for i in range(PARTITIONS)]
+        logs.close()
+
+    asyncio.run(scenario())
