@@ -164,3 +164,53 @@ def test_recovery_threads_load_every_dir_as_one_thread_does(tmp_path) -> None:
     assert loaded[4] == loaded[1]
     assert {len(offsets) for offsets in loaded[4].values()} == {2, 4, 6}
     assert {d for _, d in loaded[4]} == {str(d.absolute()) for d in dirs}
+
+
+def test_checkpoint_files_rewritten_only_when_a_value_moved(tmp_path) -> None:
+    """With thousands of idle logs the 5 s high watermark checkpoint must not rewrite
+    (and fsync) every dir's file each time: a dir's file is written again only when one
+    of its offsets moved, and then holds every partition's current offset."""
+    m = LogManager([tmp_path / "a", tmp_path / "b"], config(), now_ms=0)
+    logs = [m.get_or_create_log("t", i) for i in range(6)]  # three in each dir
+    for i, lg in enumerate(logs):
+        lg.append_as_leader(batch(i + 1), now_ms=1)
+        lg.high_watermark = i + 1
+    m.checkpoint_high_watermarks()
+    files = {d: tmp_path / d / "replication-offset-checkpoint" for d in ("a", "b")}
+    inodes = {d: f.stat().st_ino for d, f in files.items()}  # written by rename: new inode
+    m.checkpoint_high_watermarks()
+    assert {d: f.stat().st_ino for d, f in files.items()} == inodes  # nothing moved
+    moved = logs[1]
+    moved_dir = moved.dir.parent.name
+    moved.append_as_leader(batch(3), now_ms=2)
+    moved.high_watermark = moved.log_end_offset
+    m.checkpoint_high_watermarks()
+    assert files[moved_dir].stat().st_ino != inodes[moved_dir]  # its dir's file again
+    other = "b" if moved_dir == "a" else "a"
+    assert files[other].stat().st_ino == inodes[other]
+    expected = sorted(
+        f"t {lg.partition} {lg.high_watermark}" for lg in logs if lg.dir.parent.name == moved_dir
+    )
+    lines = files[moved_dir].read_text().splitlines()
+    assert lines[:2] == ["0", "3"] and sorted(lines[2:]) == expected
+    assert f"t 1 {1 + 1 + 3}" in lines  # the moved one's new high watermark
+    assert m.checkpoint_plan("replication-offset-checkpoint", lambda lg: lg.high_watermark) == []
+    m.delete_log("t", 1)  # a partition gone is a change too
+    m.checkpoint_high_watermarks()
+    assert "t 1 " not in files[moved_dir].read_text()
+    m.close()
+
+
+def test_only_logs_that_rolled_are_flushed_by_the_tick(tmp_path) -> None:
+    m = LogManager([tmp_path / "a"], config(segment_bytes=300), now_ms=0)
+    rolling = m.get_or_create_log("t", 0)
+    quiet = m.get_or_create_log("t", 1)
+    quiet.append_as_leader(batch(1), now_ms=1)
+    m.flush_dirty_logs(10)
+    for _ in range(4):
+        rolling.append_as_leader(batch(2), now_ms=1)
+    assert len(rolling.segments) > 1 and rolling.recovery_point == 0
+    m.flush_dirty_logs(20)  # told of the roll: flushed up to the new segment
+    assert rolling.recovery_point == rolling.active_segment.base_offset
+    assert quiet.recovery_point == 0  # flush.ms is Kafka's default (never): untouched
+    m.close()

@@ -142,10 +142,14 @@ class LogCleaner:
         cp.write(data)
 
     # -- choosing a log --------------------------------------------------------------------
+    def due(self, now_ms: int) -> bool:
+        """Whether maybe_clean would look at the logs now (enabled, backoff over)."""
+        return self.enabled and now_ms - self.last_idle_ms >= self.backoff_ms
+
     def maybe_clean(self, logs: dict[TopicPartition, Log], now_ms: int | None = None) -> bool:
         """Clean the filthiest log if any is due; True if one was cleaned."""
         now = _now() if now_ms is None else now_ms
-        if not self.enabled or now - self.last_idle_ms < self.backoff_ms:
+        if not self.due(now):
             return False
         cleanable = self.grab_filthiest(logs, now)
         if cleanable is None:

@@ -14,7 +14,7 @@ import os
 import random
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from broker.log.append import (
@@ -130,6 +130,8 @@ class Log(LogTransactions):
 
     #: set by LogManager: a failed write or fsync takes this log's dir offline through it
     failure_channel: LogDirFailureChannel | None = None
+    #: set by LogManager: told of every roll, so its periodic flush visits only these logs
+    roll_listener: Callable[[Log], None] | None = None
 
     @property
     def offline(self) -> bool:
@@ -335,6 +337,8 @@ class Log(LogTransactions):
         self.producer_state.take_snapshot(sync=False)
         # Kafka flushes the rolled segment asynchronously; the manager's periodic flush does it
         self._pending_flush_offset = new_base
+        if self.roll_listener is not None:
+            self.roll_listener(self)
         return segment
 
     def _remove_segments(self, doomed: list[LogSegment], now_ms: int | None) -> None:

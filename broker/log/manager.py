@@ -6,7 +6,11 @@ reads and writes the offset checkpoints, and writes ``.kafka_cleanshutdown`` on 
 so the next start skips recovery.
 
 There are no threads: the server calls ``tick(now_ms)`` (or the individual periodic
-methods) from its loop; each is cheap when nothing is due.
+methods) from its loop; each is cheap when nothing is due. With thousands of logs a
+tick visits only what changed: the logs that rolled (their flush), the ones with a
+finite flush.ms, and a dir's checkpoint file is rewritten only when one of its
+values moved since the last write (``checkpoint_plan`` computes that on the loop,
+``write_checkpoint_files`` does the blocking write).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from broker.log.checkpoint import (
     write_atomically,
 )
 from broker.log.cleaner import LogCleaner
-from broker.log.config import LogConfig
+from broker.log.config import LONG_MAX, LogConfig
 from broker.log.dir_failure import LogDirFailureChannel, is_disk_full, storage_error
 from broker.log.log import Log, is_delete_dir, parse_topic_partition
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -116,6 +120,12 @@ class LogManager:
         )
         self._logs: dict[TopicPartition, Log] = {}
         self.failure_channel = LogDirFailureChannel()
+        self._rolled: set[Log] = set()  # logs that rolled since the last flush pass
+        #: derived from the set of logs and their configs; None: recompute (_logs_changed)
+        self._dir_logs: dict[Path, dict[TopicPartition, Log]] | None = None
+        self._timed_flush: list[Log] | None = None  # logs with a finite flush.ms
+        #: (dir, checkpoint file name) -> the offsets last written there
+        self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
         self._doomed_dirs: list[tuple[int, Path, Log | None]] = []
         self._locks: list[int] = []
         self.recovery_threads = max(1, recovery_threads_per_data_dir)
@@ -243,8 +253,7 @@ class LogManager:
             loading = [(d, self._load_dir(d, now, pool)) for d in self.log_dirs]
             for d, futures in loading:
                 for tp, future in futures:
-                    self._logs[tp] = future.result()
-                    self._logs[tp].failure_channel = self.failure_channel
+                    self._logs[tp] = self._attach(future.result())
                 marker = d / CLEAN_SHUTDOWN_FILE
                 if marker.exists():
                     marker.unlink()
@@ -288,6 +297,23 @@ class LogManager:
         return futures
 
     # --- logs ----------------------------------------------------------------------------
+
+    def _attach(self, lg: Log) -> Log:
+        """A log joins the manager: its dir failures and rolls reach us."""
+        lg.failure_channel = self.failure_channel
+        lg.roll_listener = self._on_roll
+        self._rolled.add(lg)  # a roll before now (recovery) is flushed on the next tick
+        self._logs_changed()
+        return lg
+
+    def _on_roll(self, lg: Log) -> None:
+        self._rolled.add(lg)
+
+    def _logs_changed(self) -> None:
+        """The set of logs, or a config, changed: the derived views are recomputed."""
+        self._counts = None
+        self._dir_logs = None
+        self._timed_flush = None
 
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)
@@ -346,9 +372,8 @@ class LogManager:
             deleter=self.deleter,
             now_ms=now_ms,
         )
-        lg.failure_channel = self.failure_channel
         fsync_dir(target)
-        self._logs[(topic, partition)] = lg
+        self._logs[(topic, partition)] = self._attach(lg)
         counts[target] += 1
         return lg
 
@@ -411,8 +436,8 @@ class LogManager:
             if key in self._logs:  # made meanwhile by get_or_create_log: keep that one
                 lg.close()
             else:
-                self._logs[key] = lg
-        self._counts = None
+                self._logs[key] = self._attach(lg)
+        self._logs_changed()
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New topic config (from ZooKeeper): applies to existing and future logs."""
@@ -420,14 +445,16 @@ class LogManager:
         for (t, _), lg in self._logs.items():
             if t == topic:
                 lg.config = config
+        self._timed_flush = None
 
     def delete_log(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
         """Rename ``<topic>-<n>`` to ``<topic>-<n>.<uuid>-delete``; files go after
         file.delete.delay.ms (descriptors stay open until then for in-flight reads)."""
         lg = self._logs.pop((topic, partition), None)
-        self._counts = None
+        self._logs_changed()
         if lg is None:
             return False
+        self._rolled.discard(lg)
         self.cleaner.update_checkpoint(lg.dir.parent, (topic, partition), None)
         doomed = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         lg.rename_dir(doomed)
@@ -464,7 +491,10 @@ class LogManager:
         if self._due("producers", now):
             for lg in self._online_logs():
                 lg.producer_state.remove_expired_producers(now)
-        self.cleaner.maybe_clean({tp: lg for tp, lg in self._logs.items() if not lg.offline}, now)
+        if self.cleaner.due(now):
+            self.cleaner.maybe_clean(
+                {tp: lg for tp, lg in self._logs.items() if not lg.offline}, now
+            )
         self.deleter.run(now)
         if self._doomed_dirs:
             self._delete_doomed_dirs(now)
@@ -476,16 +506,27 @@ class LogManager:
             self.checkpoint_high_watermarks()
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
-        """Flush logs whose flush.ms elapsed, and segments rolled since the last call."""
+        """Flush logs whose flush.ms elapsed, and segments rolled since the last call:
+        only the logs that rolled and the ones with a finite flush.ms are visited."""
         now = _now_ms() if now_ms is None else now_ms
         flushed = 0
-        for lg in self._online_logs():
+        rolled, self._rolled = self._rolled, set()
+        for lg in rolled:
+            if lg.offline or lg.closed:
+                continue
             try:
                 lg.flush_rolled_segments(now)
-                if now - lg.last_flush_ms >= lg.config.flush_ms:
-                    lg.flush(now_ms=now)
-                    flushed += 1
             except KafkaError as exc:  # that log's dir is offline now; the others go on
+                log.error("%s", exc.message)
+        if self._timed_flush is None:
+            self._timed_flush = [lg for lg in self._logs.values() if lg.config.flush_ms < LONG_MAX]
+        for lg in self._timed_flush:
+            if lg.offline or now - lg.last_flush_ms < lg.config.flush_ms:
+                continue
+            try:
+                lg.flush(now_ms=now)
+                flushed += 1
+            except KafkaError as exc:
                 log.error("%s", exc.message)
         return flushed
 
@@ -498,25 +539,46 @@ class LogManager:
         return deleted
 
     def _by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
-        """The logs of each online dir."""
-        out: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.online_dirs}
-        for tp, lg in self._logs.items():
-            if lg.dir.parent in out:
-                out[lg.dir.parent][tp] = lg
-        return out
+        """The logs of each online dir (kept between calls while no log comes or goes;
+        the caller must not change the dicts)."""
+        if self._dir_logs is None:
+            self._dir_logs = {d: {} for d in self.log_dirs}
+            for tp, lg in self._logs.items():
+                if lg.dir.parent in self._dir_logs:
+                    self._dir_logs[lg.dir.parent][tp] = lg
+        return {d: logs for d, logs in self._dir_logs.items() if d in self.online_dirs}
 
-    def _write_checkpoints(self, name: str, value) -> None:
-        """One checkpoint file per online dir. A full disk keeps the old file (the
-        write is atomic) and is retried next time; any other error takes the dir
-        offline, as Kafka's LogDirFailureChannel does."""
+    def checkpoint_plan(self, name: str, value) -> list[tuple[Path, dict[TopicPartition, int]]]:
+        """What checkpoint file ``name`` needs written: (dir, offsets) for each online dir
+        where one of ``value(log)`` moved since the file was last written (every dir the
+        first time). Reads the logs: call it on the thread that owns them."""
+        plan = []
         for d, logs in self._by_dir().items():
+            offsets = {tp: value(lg) for tp, lg in logs.items()}
+            if self._written.get((d, name)) != offsets:
+                plan.append((d, offsets))
+        return plan
+
+    def write_checkpoint_files(
+        self, name: str, plan: list[tuple[Path, dict[TopicPartition, int]]]
+    ) -> None:
+        """Write checkpoint_plan's files (blocking: write, fsync, rename; touches no log).
+        A full disk keeps the old file (the write is atomic) and is retried next time;
+        any other error takes the dir offline, as Kafka's LogDirFailureChannel does."""
+        for d, offsets in plan:
             try:
-                OffsetCheckpointFile(d / name).write({tp: value(lg) for tp, lg in logs.items()})
+                OffsetCheckpointFile(d / name).write(offsets)
             except OSError as exc:
                 if is_disk_full(exc):
                     log.warning("cannot write %s in %s: %s; will retry", name, d, exc.strerror)
                 else:
                     self.failure_channel.fail(d, f"writing {name} failed: {exc}")
+            else:
+                self._written[(d, name)] = offsets
+
+    def _write_checkpoints(self, name: str, value) -> None:
+        """One checkpoint file per online dir whose values changed."""
+        self.write_checkpoint_files(name, self.checkpoint_plan(name, value))
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
