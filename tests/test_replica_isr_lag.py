@@ -1,7 +1,8 @@
 """The leader's ISR lag check (replica.lag.time.max.ms) with many idle partitions.
 
 ReplicaManager looks at a led partition only when one of its in-sync followers could
-first have fallen behind (a heap of deadlines), not at every partition on every tick.
+first have fallen behind (a heap of deadlines), not at every partition on every tick;
+a follower's idle partitions rest in its fetch session, not visited by its rounds.
 These tests drive a real ReplicaManager, Partition and LogManager in one process on
 a clock given to them (the follower fetches come through the same calls the leader's
 Fetch handler makes), so what they assert does not depend on the machine's speed.
@@ -17,6 +18,9 @@ from broker.log.manager import LogManager
 from broker.replica.fetcher import ReplicaFetcherManager
 from broker.replica.manager import ReplicaManager
 from broker.replica.partition import PartitionState
+from broker.server.handlers.fetch_session import FetchSession, SessionPartition
+
+from .log_helpers import batch
 
 MAX_LAG_MS = 10_250
 PARTITIONS = 300
@@ -105,6 +109,73 @@ def test_a_stalled_follower_is_dropped_from_every_isr_and_a_new_leader_is_checke
             manager.shrink_lagging_isrs(MAX_LAG_MS, now)
             await asyncio.sleep(0)
         assert sorted(proposals) == [("idle", i, [1, 3]) for i in range(PARTITIONS)]
+        logs.close()
+
+    asyncio.run(scenario())
+
+
+def _follower_session(manager: ReplicaManager) -> FetchSession:
+    """A follower's fetch session at the leader holding every idle partition."""
+    session = FetchSession(1, 1)
+    for i in range(PARTITIONS):
+        session.partitions[("idle", i)] = SessionPartition(i, 0, 1000, 1, 0, 0, 0)
+    return session
+
+
+def _session_round(manager: ReplicaManager, follower: int, session: FetchSession, now: int) -> int:
+    """What the leader's Fetch handler does for a follower's incremental fetch naming
+    nothing: the partitions not resting are visited (and rest once found idle).
+    Returns how many were visited."""
+    session.follower_round(follower, now)
+    visited = 0
+    for topic, sps in session.by_topic():
+        for sp in sps:
+            visited += 1
+            assert manager.follower_idle(follower, topic, sp, now, session)
+    return visited
+
+
+def test_resting_partitions_cost_nothing_per_round_and_still_shrink(tmp_path) -> None:
+    """A follower's idle partitions rest in its fetch session: a round visits none of
+    them, they keep the follower in their ISR, and one the follower stops fetching (it
+    leaves the session) drops it from that ISR after replica.lag.time.max.ms; an append
+    wakes a resting partition (it is visited again, and a parked fetch wakes)."""
+
+    async def scenario() -> None:
+        proposals: list = []
+        manager, logs = _leader_of_idle_partitions(tmp_path, proposals)
+        sessions = {b: _follower_session(manager) for b in (2, 3)}
+        base = manager.partitions[("idle", 7)].followers[2].last_caught_up_ms
+        visits = []
+        shrunk_at = None
+        for k in range(0, 31):
+            now = base + 500 * k
+            if k == 4:  # broker 2 forgets idle-7 (an incremental fetch's forgotten topics)
+                forget = NS(topics=[], forgotten_topics_data=[NS(topic="idle", partitions=[7])])
+                sessions[2].update(forget)
+            for b, session in sessions.items():
+                visits.append(_session_round(manager, b, session, now))
+            manager.shrink_lagging_isrs(MAX_LAG_MS, now)
+            await asyncio.sleep(0)
+            if proposals and shrunk_at is None:
+                shrunk_at = k
+        # the first rounds visit everything; after the 5 s refresh too; else nothing
+        assert visits[:2] == [PARTITIONS, PARTITIONS]
+        refreshes = [v for v in visits[2:] if v]
+        assert len(refreshes) <= 2 * 4 and sum(visits[2:]) <= 8 * PARTITIONS
+        # broker 2 last counted as caught up on idle-7 at round 3 (1,500 ms): dropped
+        # at the first check past 1,500 + 10,250 ms, and from no other ISR
+        assert proposals == [("idle", 7, [1, 3])]
+        assert shrunk_at == 24  # 12,000 ms > 11,750 ms; 11,500 ms was not yet
+        # an append to a resting partition: it is read again, the parked fetch wakes
+        session = sessions[3]
+        assert ("idle", 12) in session.resting
+        parked = asyncio.ensure_future(manager.wait_for_data([], 30.0, session))
+        await asyncio.sleep(0)
+        assert manager.append("idle", 12, bytes(batch(1))).error == 0
+        await asyncio.wait_for(parked, 5.0)
+        assert ("idle", 12) not in session.resting
+        assert [sp.partition for _t, sps in session.by_topic() for sp in sps] == [12]
         logs.close()
 
     asyncio.run(scenario())

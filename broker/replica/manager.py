@@ -363,18 +363,23 @@ class ReplicaManager:
             size=region.size if region is not None else 0,
         )
 
-    def follower_idle(self, replica_id: int, topic: str, sp, now: int) -> bool:
+    def follower_idle(self, replica_id: int, topic: str, sp, now: int, session=None) -> bool:
         """Partition.follower_idle for a fetch session's partition ``sp`` (its fetch
-        offset, leader epoch and what the follower last heard)."""
+        offset, leader epoch and what the follower last heard); when idle, it rests in
+        the follower's ``session`` (FetchSession.resting) until the partition changes."""
         part = self.partitions.get((topic, sp.partition))
-        return part is not None and part.follower_idle(
+        if part is None or not part.follower_idle(
             replica_id,
             sp.fetch_offset,
             sp.current_leader_epoch,
             sp.high_watermark,
             sp.log_start_offset,
             now,
-        )
+        ):
+            return False
+        if session is not None:
+            part.rest(replica_id, session)
+        return True
 
     def follower_throttled(self, topic: str, index: int) -> bool:
         part = self.partitions.get((topic, index))
@@ -483,18 +488,23 @@ class ReplicaManager:
                 part.add_delayed_produce(offset, op, i)
         return op.future
 
-    async def wait_for_data(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
-        """Park a fetch until any of its partitions gets new data, or the timeout."""
+    async def wait_for_data(
+        self, keys: list[tuple[str, int]], timeout_s: float, session=None
+    ) -> None:
+        """Park a fetch until any of its partitions gets new data (or, with a follower's
+        fetch ``session``, one of its resting partitions changes), or the timeout."""
         if timeout_s <= 0:
             return
         fut = asyncio.get_running_loop().create_future()
-        parts = [p for p in (self.partitions.get(k) for k in keys) if p is not None]
+        parts: list = [p for p in (self.partitions.get(k) for k in keys) if p is not None]
+        if session is not None:
+            parts.append(session)
         for part in parts:
-            part.add_waiter(fut)
+            part.parked.add(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
         finally:
             for part in parts:
-                part.remove_waiter(fut)
+                part.parked.discard(fut)

@@ -15,6 +15,7 @@ import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
@@ -24,6 +25,28 @@ _TIE = itertools.count()  # orders delayed produces waiting on the same offset
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class ParkedFetches:
+    """The futures of the fetches parked on something (a partition, or a follower's
+    fetch session): ``wake`` resolves them all."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: set[asyncio.Future] = set()
+
+    def add(self, fut: asyncio.Future) -> None:
+        self._futures.add(fut)
+
+    def discard(self, fut: asyncio.Future) -> None:
+        self._futures.discard(fut)
+
+    def wake(self) -> None:
+        futures, self._futures = self._futures, set()
+        for fut in futures:
+            if not fut.done():
+                fut.set_result(None)
 
 
 class DelayedProduce:
@@ -106,7 +129,10 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
     isr_check_due: int | None = None  # when the ReplicaManager's ISR lag check looks (ms)
-    _waiters: set[asyncio.Future] = field(default_factory=set)
+    parked: ParkedFetches = field(default_factory=ParkedFetches)
+    #: follower id -> its fetch session where this partition rests (FetchSession.resting):
+    #: the follower counts as caught up at that session's last fetch until we change
+    _resting: dict[int, Any] = field(default_factory=dict)
     # delayed produces (acks=all): (offset that must fall below the HW, tie, op, slot)
     _delayed: list[tuple[int, int, DelayedProduce, int]] = field(default_factory=list)
 
@@ -233,6 +259,46 @@ class Partition:
         follower.last_fetch_leader_leo = offset
         return True
 
+    def rest(self, replica_id: int, session: Any) -> None:
+        """``replica_id`` was found idle here (follower_idle): the partition rests in its
+        fetch ``session`` until it changes (wake_waiters tells the session)."""
+        session.resting[(self.topic, self.index)] = self
+        self._resting[replica_id] = session
+
+    def end_rest(self, replica_id: int, last_fetch_ms: int) -> None:
+        """The rest of ``replica_id`` ended (we changed, or it named or forgot us): its
+        fetches up to ``last_fetch_ms`` found it at our log end, as follower_idle would
+        have recorded them."""
+        follower = self.followers.get(replica_id)
+        if follower is not None:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, last_fetch_ms)
+            follower.last_fetch_ms = max(follower.last_fetch_ms, last_fetch_ms)
+            follower.last_fetch_leader_leo = follower.log_end_offset
+
+    def caught_up_ms(self, replica_id: int, follower: FollowerState) -> int:
+        """The follower's last caught-up time, resting included: a partition resting in
+        its session has not changed since it was at our log end, so every fetch of that
+        session since (its last_fetch_ms) found it caught up."""
+        t = follower.last_caught_up_ms
+        session = self._resting.get(replica_id)
+        if (
+            session is not None
+            and session.last_fetch_ms > t
+            and session.resting.get((self.topic, self.index)) is self
+        ):
+            t = session.last_fetch_ms
+        return t
+
+    def _wake_resting(self) -> None:
+        """We changed: every session where we rest reads us again; the caught-up time
+        the rest implied is kept."""
+        resting, self._resting = self._resting, {}
+        key = (self.topic, self.index)
+        for replica_id, session in resting.items():
+            if session.resting.get(key) is self:
+                self.end_rest(replica_id, session.last_fetch_ms)
+                session.touched(key)
+
     def _reached_current_epoch(self, offset: int) -> bool:
         entry = self.log.leader_epoch_cache.latest_entry
         return entry is None or offset >= entry.start_offset
@@ -244,7 +310,7 @@ class Partition:
             for b in self.isr
             if b != self.broker_id
             and b in self.followers
-            and now - self.followers[b].last_caught_up_ms > max_lag_ms
+            and now - self.caught_up_ms(b, self.followers[b]) > max_lag_ms
         ]
 
     def oldest_caught_up_ms(self) -> int | None:
@@ -255,7 +321,7 @@ class Partition:
         for b in self.state.isr if self.state else ():
             follower = followers.get(b)
             if b != self.broker_id and follower is not None:
-                t = follower.last_caught_up_ms
+                t = self.caught_up_ms(b, follower)
                 if oldest is None or t < oldest:
                     oldest = t
         return oldest
@@ -312,13 +378,8 @@ class Partition:
             op.settle(slot, True)
 
     def wake_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, set()
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    def add_waiter(self, fut: asyncio.Future) -> None:
-        self._waiters.add(fut)
-
-    def remove_waiter(self, fut: asyncio.Future) -> None:
-        self._waiters.discard(fut)
+        """Something changed (an append, the HW, the state): parked fetches wake, and
+        the sessions where we rest read us again."""
+        if self._resting:
+            self._wake_resting()
+        self.parked.wake()

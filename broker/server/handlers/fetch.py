@@ -20,14 +20,18 @@ if TYPE_CHECKING:
 
 
 def _read_all(
-    server: KafkaServer, req: Any, wanted: list, named: set | None = None
+    server: KafkaServer,
+    req: Any,
+    wanted: list,
+    named: set | None = None,
+    session: FetchSession | None = None,
 ) -> tuple[list, int, bool]:
     """One pass over ``wanted`` ((topic, partitions) with the request's partition fields:
     the request's own, or its session's); returns (topics, bytes, any error).
     ``named``: a follower's incremental fetch, with the partitions it named; the others
     with nothing new for it (ReplicaManager.follower_idle) are skipped, as the session
-    would leave them out of the answer anyway: a round then costs next to nothing per
-    idle partition."""
+    would leave them out of the answer anyway, and rest in ``session`` from then on (not
+    even visited until touched)."""
     budget = min(req.max_bytes, server.config["fetch.max.bytes"]) if req.max_bytes > 0 else 0
     total = 0
     errors = False
@@ -41,7 +45,7 @@ def _read_all(
             if (
                 idle is not None
                 and (topic, p.partition) not in named
-                and idle(req.replica_id, topic, p, now)
+                and idle(req.replica_id, topic, p, now, session)
             ):
                 continue
             remaining = budget - total
@@ -122,6 +126,12 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         return encode_fetch_response(
             header.api_version, header.correlation_id, [], error_code=error
         )
+    named = None
+    follower_session = None  # a follower's incremental fetch: its resting partitions skipped
+    if incremental and req.replica_id >= 0:
+        named = {(t.topic, p.partition) for t in req.topics for p in t.partitions}
+        follower_session = session
+        session.follower_round(req.replica_id, now_ms())
     if session is not None:
         wanted = session.by_topic()
     else:
@@ -131,17 +141,18 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         wanted, refused = fetch_denied(server, wanted)
     max_wait_s = max(0, ms(req.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait_s
-    keys = [(topic, p.partition) for topic, parts in wanted for p in parts]
-    named = None
-    if incremental and req.replica_id >= 0:
-        named = {(t.topic, p.partition) for t in req.topics for p in t.partitions}
     while True:
-        topics, total, errors = _read_all(server, req, wanted, named)
+        topics, total, errors = _read_all(server, req, wanted, named, follower_session)
+        keys = [(topic, p.partition) for topic, parts in wanted for p in parts]
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or errors or remaining <= 0 or not keys:
+        if total >= req.min_bytes or errors or remaining <= 0:
+            break
+        if not keys and follower_session is None:
             break
         with server.metrics.purgatory.parked("Fetch"):
-            await server.replicas.wait_for_data(keys, remaining)
+            await server.replicas.wait_for_data(keys, remaining, follower_session)
+        if follower_session is not None:  # a resting partition may have woken it
+            wanted = session.by_topic()
     throttle_ms = 0
     if req.replica_id < 0:  # consumers; followers have the replication throttles
         throttle_ms = fetch_throttle(server.quotas, header.client_id, total)

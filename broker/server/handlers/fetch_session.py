@@ -12,6 +12,13 @@ Kafka's rules: an unknown session id is FETCH_SESSION_ID_NOT_FOUND, an epoch oth
 than the one expected is INVALID_FETCH_SESSION_EPOCH (the fetcher then starts over
 with a full fetch); at most ``max.incremental.fetch.session.cache.slots`` (Kafka's
 default, 1000) sessions live at once, the least recently used making room.
+
+A follower's session also keeps the partitions that rest: found idle in an earlier
+round (the follower in the ISR, at the log end, having heard everything) and untouched
+since (the Partition tells the session when it appends, moves its HW or changes state).
+A round skips them, and their followers count as caught up at the session's last
+fetch; every REST_REFRESH_MS they are all looked at again (a log start offset moved by
+retention tells no one).
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.errors import ErrorCode
+from ...replica.partition import ParkedFetches
 
 FINAL_EPOCH = -1  # sessionless (or: close the session named)
 INITIAL_EPOCH = 0  # a full fetch that opens a session
 MAX_SESSIONS = 1000  # Kafka's max.incremental.fetch.session.cache.slots default
 TopicPartition = tuple[str, int]
+REST_REFRESH_MS = 5000  # a follower's resting partitions are all looked at again this often
 
 
 @dataclass(slots=True)
@@ -63,17 +72,51 @@ class FetchSession:
     id: int
     epoch: int  # the epoch the next request must carry
     partitions: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
+    #: a follower's idle partitions (key -> its Partition, which Partition.rest put here)
+    resting: dict[TopicPartition, Any] = field(default_factory=dict)
+    replica_id: int = -1  # the follower's broker id
+    last_fetch_ms: int = 0  # the follower's latest fetch in this session
+    rested_since_ms: int = 0  # when the resting set was last emptied (REST_REFRESH_MS)
+    parked: ParkedFetches = field(default_factory=ParkedFetches)  # its parked fetch
 
     def by_topic(self) -> list[tuple[str, list[SessionPartition]]]:
+        """The session's partitions by topic, in the session's order, but those resting."""
         topics: dict[str, list[SessionPartition]] = {}
-        for (topic, _index), sp in self.partitions.items():
-            topics.setdefault(topic, []).append(sp)
+        resting = self.resting
+        for key, sp in self.partitions.items():
+            if key not in resting:
+                topics.setdefault(key[0], []).append(sp)
         return list(topics.items())
+
+    def follower_round(self, replica_id: int, now: int) -> None:
+        """Follower ``replica_id``'s incremental fetch arrived at ``now``: its resting
+        partitions count as fetched (and caught up) now; all of them are looked at
+        again after REST_REFRESH_MS."""
+        self.replica_id = replica_id
+        self.last_fetch_ms = now
+        if now - self.rested_since_ms >= REST_REFRESH_MS:
+            for key in list(self.resting):
+                self._leave_rest(key)
+            self.rested_since_ms = now
+
+    def _leave_rest(self, key: TopicPartition) -> None:
+        """The follower named or forgot ``key``: it stops resting, its follower state
+        keeps the caught-up time the rest implied (the session's last fetch)."""
+        part = self.resting.pop(key, None)
+        if part is not None:
+            part.end_rest(self.replica_id, self.last_fetch_ms)
+
+    def touched(self, key: TopicPartition) -> None:
+        """A resting partition changed (an append, a HW move, a new state): it is read
+        again, and a parked fetch of this session wakes for it."""
+        self.resting.pop(key, None)
+        self.parked.wake()
 
     def update(self, req: Any) -> None:
         """Take the request's partitions (added or changed) and forget what it says."""
         for t in req.topics:
             for p in t.partitions:
+                self._leave_rest((t.topic, p.partition))
                 self.partitions[(t.topic, p.partition)] = SessionPartition(
                     p.partition,
                     p.fetch_offset,
@@ -84,6 +127,7 @@ class FetchSession:
         for t in getattr(req, "forgotten_topics_data", ()):
             for index in t.partitions:
                 self.partitions.pop((t.topic, index), None)
+                self._leave_rest((t.topic, index))
 
     def _heard(self, key: TopicPartition) -> tuple[int, int, int]:
         old = self.partitions.get(key)
