@@ -18,7 +18,7 @@ from broker.log.manager import LogManager
 from broker.replica.fetcher import ReplicaFetcherManager
 from broker.replica.manager import ReplicaManager
 from broker.replica.partition import PartitionState
-from broker.server.handlers.fetch_session import FetchSession, SessionPartition
+from broker.server.handlers.fetch_session import FetchSession
 
 from .log_helpers import batch
 
@@ -115,10 +115,14 @@ def test_a_stalled_follower_is_dropped_from_every_isr_and_a_new_leader_is_checke
 
 
 def _follower_session(manager: ReplicaManager) -> FetchSession:
-    """A follower's fetch session at the leader holding every idle partition."""
+    """A follower's fetch session at the leader holding every idle partition, as its
+    full fetch opened it and the leader's answer (HW 0, log start 0) left it."""
     session = FetchSession(1, 1)
-    for i in range(PARTITIONS):
-        session.partitions[("idle", i)] = SessionPartition(i, 0, 1000, 1, 0, 0, 0)
+    fields = dict(fetch_offset=0, partition_max_bytes=1000, current_leader_epoch=1)
+    parts = [NS(partition=i, **fields) for i in range(PARTITIONS)]
+    session.update(NS(topics=[NS(topic="idle", partitions=parts)], forgotten_topics_data=[]))
+    for sp in session.partitions.values():
+        sp.heard(NS(high_watermark=0, last_stable_offset=0, log_start_offset=0))
     return session
 
 

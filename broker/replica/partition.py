@@ -262,7 +262,7 @@ class Partition:
     def rest(self, replica_id: int, session: Any) -> None:
         """``replica_id`` was found idle here (follower_idle): the partition rests in its
         fetch ``session`` until it changes (wake_waiters tells the session)."""
-        session.resting[(self.topic, self.index)] = self
+        session.rest((self.topic, self.index), self)
         self._resting[replica_id] = session
 
     def end_rest(self, replica_id: int, last_fetch_ms: int) -> None:

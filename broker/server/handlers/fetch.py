@@ -116,7 +116,7 @@ def _news_only(session: FetchSession, topics: list, incremental: bool) -> list:
         if kept:
             out.append((topic, kept))
     for key in served:
-        session.partitions[key] = session.partitions.pop(key)
+        session.served(key)
     return out
 
 

@@ -74,6 +74,9 @@ class FetchSession:
     partitions: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
     #: a follower's idle partitions (key -> its Partition, which Partition.rest put here)
     resting: dict[TopicPartition, Any] = field(default_factory=dict)
+    #: the others, in the session's order (those that returned records last): a round
+    #: reads these, so it costs O(partitions not resting)
+    active: dict[TopicPartition, None] = field(default_factory=dict)
     replica_id: int = -1  # the follower's broker id
     last_fetch_ms: int = 0  # the follower's latest fetch in this session
     rested_since_ms: int = 0  # when the resting set was last emptied (REST_REFRESH_MS)
@@ -82,11 +85,23 @@ class FetchSession:
     def by_topic(self) -> list[tuple[str, list[SessionPartition]]]:
         """The session's partitions by topic, in the session's order, but those resting."""
         topics: dict[str, list[SessionPartition]] = {}
-        resting = self.resting
-        for key, sp in self.partitions.items():
-            if key not in resting:
-                topics.setdefault(key[0], []).append(sp)
+        partitions = self.partitions
+        for key in self.active:
+            topics.setdefault(key[0], []).append(partitions[key])
         return list(topics.items())
+
+    def served(self, key: TopicPartition) -> None:
+        """``key`` returned records: it goes last (as Kafka), so the next fetch's byte
+        budget goes to the others first."""
+        self.partitions[key] = self.partitions.pop(key)
+        if key in self.active:
+            self.active[key] = self.active.pop(key)
+
+    def rest(self, key: TopicPartition, part: Any) -> None:
+        """``key`` was found idle for the follower (Partition.rest): rounds skip it."""
+        if key in self.partitions:
+            self.resting[key] = part
+            self.active.pop(key, None)
 
     def follower_round(self, replica_id: int, now: int) -> None:
         """Follower ``replica_id``'s incremental fetch arrived at ``now``: its resting
@@ -105,11 +120,14 @@ class FetchSession:
         part = self.resting.pop(key, None)
         if part is not None:
             part.end_rest(self.replica_id, self.last_fetch_ms)
+            if key in self.partitions:
+                self.active[key] = None
 
     def touched(self, key: TopicPartition) -> None:
         """A resting partition changed (an append, a HW move, a new state): it is read
         again, and a parked fetch of this session wakes for it."""
-        self.resting.pop(key, None)
+        if self.resting.pop(key, None) is not None and key in self.partitions:
+            self.active[key] = None
         self.parked.wake()
 
     def update(self, req: Any) -> None:
@@ -117,6 +135,7 @@ class FetchSession:
         for t in req.topics:
             for p in t.partitions:
                 self._leave_rest((t.topic, p.partition))
+                self.active[(t.topic, p.partition)] = None
                 self.partitions[(t.topic, p.partition)] = SessionPartition(
                     p.partition,
                     p.fetch_offset,
@@ -128,6 +147,7 @@ class FetchSession:
             for index in t.partitions:
                 self.partitions.pop((t.topic, index), None)
                 self._leave_rest((t.topic, index))
+                self.active.pop((t.topic, index), None)
 
     def _heard(self, key: TopicPartition) -> tuple[int, int, int]:
         old = self.partitions.get(key)
