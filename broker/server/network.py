@@ -7,7 +7,8 @@ with a future (an acks=all produce, its appends done, waiting for the ISR): the 
 requests are served meanwhile, their appends stay in arrival order, and responses
 still leave in request order, held behind the waiting one. A response is
 either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
-the segment file to the socket with sendfile, never through Python bytes.
+the segment file to the socket with sendfile, never through Python bytes (regions
+under ``SENDFILE_MIN_BYTES`` are cheaper copied).
 
 A connection stops being read (is muted) for any of: its queue is full, its
 responses pile up unread (the transport's buffer is past its high-water mark), a
@@ -78,6 +79,10 @@ class _FdFile:
 
 
 Response = bytes | list[bytes | FileRegion] | None
+# smaller file regions are copied: asyncio's sendfile (drain, pause reading, the send
+# loop, resume) costs more than a pread for the few hundred bytes a follower or a
+# consumer at the log end fetches; bulk reads keep going file to socket
+SENDFILE_MIN_BYTES = 32 * 1024
 # at most this many answers waiting for a future per connection; then reading waits too
 MAX_PENDING_RESPONSES = 1000
 Handler = Callable[["Connection", bytes], Awaitable[Response]]
@@ -372,19 +377,22 @@ class Connection(asyncio.Protocol):
         if isinstance(response, bytes | bytearray):
             self.transport.write(response)
             return
-        loop = asyncio.get_running_loop()
+        pending: list[bytes] = []  # written as one buffer: one send, not one per part
         for part in response:
-            if self._closed:
-                return
-            if isinstance(part, FileRegion):
-                if part.count == 0:
-                    continue
-                if self.use_sendfile:
-                    await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.count)
-                else:
-                    self.transport.write(os.pread(part.fd, part.count, part.position))
-            else:
-                self.transport.write(part)
+            if not isinstance(part, FileRegion):
+                pending.append(part)
+            elif self.use_sendfile and part.count >= SENDFILE_MIN_BYTES:
+                if pending:
+                    self.transport.write(b"".join(pending))
+                    pending = []
+                loop = asyncio.get_running_loop()
+                await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.count)
+                if self._closed:
+                    return
+            elif part.count:
+                pending.append(os.pread(part.fd, part.count, part.position))
+        if pending and not self._closed:
+            self.transport.write(b"".join(pending))
 
     async def _close_after(self, response: Response, reason: str) -> None:
         """Send the last response (when there is one), then close (SASL failures) after
