@@ -294,14 +294,15 @@ class Connection(asyncio.Protocol):
                         await self._close_after(response, auth.failed)
                         return
                 handled = time.perf_counter_ns()
+                parked = self.server.take_parked_ns()  # read in the task the handler ran in
                 if isinstance(response, asyncio.Future) or self._outbox:
-                    await self._hold(response, (frame, arrived, started, handled))
+                    await self._hold(response, (frame, arrived, started, handled, parked))
                 else:
                     if response is not None:
                         await self.send(response)
                     if not raw:
                         self.server.observe(
-                            frame, arrived, started, handled, time.perf_counter_ns()
+                            frame, arrived, started, handled, time.perf_counter_ns(), parked
                         )
                 self.last_active = time.monotonic()
                 self._release(4 + len(frame))
@@ -321,7 +322,7 @@ class Connection(asyncio.Protocol):
 
     async def _hold(self, response: Response | asyncio.Future, times: tuple) -> None:
         """Queue a response behind the ones still waiting; one task sends them in order.
-        ``times`` is (frame, arrived, started, handled) for the request metrics."""
+        ``times`` is (frame, arrived, started, handled, parked) for the request metrics."""
         self._outbox.append((response, times))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.ensure_future(self._send_in_order())
@@ -332,16 +333,16 @@ class Connection(asyncio.Protocol):
         outbox = self._outbox
         try:
             while outbox and not self._closed:
-                response, (frame, arrived, started, handled) = outbox[0]
-                remote = 0
+                response, (frame, arrived, started, handled, parked) = outbox[0]
+                waited = 0
                 if isinstance(response, asyncio.Future):
                     response = await response
-                    remote = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
+                    waited = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
                 outbox.popleft()
                 if response is not None:
                     await self.send(response)
                 self.server.observe(
-                    frame, arrived, started, handled, time.perf_counter_ns(), remote_ns=remote
+                    frame, arrived, started, handled, time.perf_counter_ns(), parked, waited
                 )
         except asyncio.CancelledError:
             pass
@@ -468,10 +469,24 @@ class SocketServer:
         self._handshakes: set[asyncio.Task] = set()
 
     def observe(
-        self, frame: bytes, arrived: int, started: int, handled: int, sent: int, remote_ns: int = 0
+        self,
+        frame: bytes,
+        arrived: int,
+        started: int,
+        handled: int,
+        sent: int,
+        parked_ns: int = 0,
+        waited_ns: int = 0,
     ) -> None:
-        """Called once per request with its times (perf_counter_ns); the metrics
-        replace it (``broker.metrics``), otherwise it does nothing."""
+        """Called once per request with its times (perf_counter_ns): ``parked_ns`` spent
+        parked inside the handler (a long-poll fetch), ``waited_ns`` on the future it
+        answered with (an acks=all produce). The metrics replace it (``broker.metrics``),
+        otherwise it does nothing."""
+
+    def take_parked_ns(self) -> int:
+        """Time the request just handled spent parked inside its handler, read (and
+        reset) in the handler's own task; the metrics replace it."""
+        return 0
 
     async def listen(
         self, host: str, port: int, listener: str = "PLAINTEXT", security: Security | None = None
