@@ -52,7 +52,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _SCAN_CHUNK = 64 * 1024
-_APPEND_STARTS_KEPT = 1024  # positions of recent appends remembered per segment
+_APPEND_STARTS_KEPT = 16  # positions of the latest appends, active segment only
 _RECOVER_WINDOW = 16 * 1024 * 1024
 
 
@@ -195,9 +195,10 @@ class LogSegment:
             self.time_index.truncate_to_entries(index_entries[1])
             raise
         self._bytes_since_last_index_entry += size
-        if len(self._append_starts) >= _APPEND_STARTS_KEPT:
-            self._append_starts.clear()
-        self._append_starts[int.from_bytes(records[:8], "big")] = position
+        starts = self._append_starts
+        if len(starts) >= _APPEND_STARTS_KEPT:
+            del starts[next(iter(starts))]  # the oldest
+        starts[int.from_bytes(records[:8], "big")] = position
 
     def _check_indexes(self) -> None:
         """First use of the indexes: sanity check them, rebuild from the log if bad."""
@@ -506,6 +507,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """After a roll: record the final max timestamp in the time index."""
+        self._append_starts.clear()  # only reads at the log end use it
         self._check_indexes()
         self.time_index.maybe_append(*self._read_max_ts(), skip_full_check=True)
 
