@@ -23,6 +23,10 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
   written) are created, then kcat writes ``--bulk-records`` with acks=all and acks=1;
   the ratio is the cost of replication.
 
+- floor (rows floor0, floor5): the fixed-rate acks=all producer against librdkafka's
+  mock cluster (no broker; the mock answers inside the client): the client's own share
+  of the latency at linger.ms 0 and 5, printed before the cluster rows.
+
 ``--idle-first N`` creates N idle partitions (RF 3) before the fixed-rate rows (and
 measures the brokers' CPU at rest with them, as the idle row): the acks=all figures
 with that many partitions on every broker.
@@ -63,6 +67,24 @@ def fixed_rate(bootstrap: str, topic: str, rate: int, seconds: float, **props) -
     count = int(rate * seconds)
     started = time.perf_counter()
     stats = producer_perf.run(producer, topic, count, [payload], rate, sample_every=1)
+    summary = stats.summary(time.perf_counter())
+    summary["records_per_sec"] = count / (time.perf_counter() - started)
+    return summary
+
+
+def client_floor(rate: int, seconds: float, linger_ms: str) -> dict:
+    """The same fixed-rate acks=all producer against librdkafka's mock cluster (three
+    mock brokers inside the client process, answering at once): the latency the client
+    alone adds at these settings, the floor under any broker's figure."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"test.mock.num.brokers": 3, "acks": "all", "linger.ms": linger_ms})
+    producer.produce("small", b"warm-up")  # the mock creates the topic on first use
+    producer.flush(10)
+    payload = producer_perf.random_payload(100, seed=1)
+    count = int(rate * seconds)
+    started = time.perf_counter()
+    stats = producer_perf.run(producer, "small", count, [payload], rate, sample_every=1)
     summary = stats.summary(time.perf_counter())
     summary["records_per_sec"] = count / (time.perf_counter() - started)
     return summary
@@ -278,20 +300,28 @@ def main(argv: list[str] | None = None) -> int:
         "--rows",
         type=lambda v: set(v.split(",")),
         default={"all0", "all5", "one0", "requests", "bulk"},
-        help="which rows: all0,all5,one0,e2e0,e2e5,requests,bulk (default: all but e2e)",
+        help="which rows: all0,all5,one0,e2e0,e2e5,requests,bulk,floor0,floor5 "
+        "(default: all but e2e and floor)",
     )
     p.add_argument("--idle-first", type=int, default=0, help="idle partitions made first")
     p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)
     rows: list[dict] = []
-    if args.baseline:
+    for row, linger in (("floor0", "0"), ("floor5", "5")):
+        if row in args.rows:
+            floor = client_floor(args.rate, args.seconds, linger)
+            test = f"client alone (librdkafka mock cluster), acks=all linger.ms={linger} @{args.rate}/s"
+            rows.append({"label": "no broker", "test": test, **floor})
+            print(json.dumps(rows[-1]), file=sys.stderr)
+    if args.baseline and args.rows - {"floor0", "floor5"}:
         src = export_tree(args.baseline)
         try:
             rows += run_rows(f"before ({args.baseline})", src, args)
         finally:
             shutil.rmtree(src, ignore_errors=True)
-    rows += run_rows("after (this tree)" if args.baseline else "this tree", None, args)
+    if args.rows - {"floor0", "floor5"}:
+        rows += run_rows("after (this tree)" if args.baseline else "this tree", None, args)
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

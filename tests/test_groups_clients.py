@@ -100,7 +100,7 @@ def test_kafka_python_group(broker):
             group_id=group,
             client_id=name,
             auto_offset_reset="earliest",
-            session_timeout_ms=6000,
+            session_timeout_ms=30000,  # a loaded machine can starve a heartbeat for 6 s
             heartbeat_interval_ms=300,
         )
         consumer.subscribe([topic], listener=Listener(name))
@@ -147,7 +147,7 @@ def test_aiokafka_group(broker):
                 group_id=group,
                 client_id=name,
                 auto_offset_reset="earliest",
-                session_timeout_ms=6000,
+                session_timeout_ms=30000,  # a loaded machine can starve a heartbeat for 6 s
                 heartbeat_interval_ms=300,
             )
             c.subscribe([topic], listener=Listener(name))

@@ -188,6 +188,14 @@ def test_output_parses_and_holds_every_listed_name(cluster3):
     assert got[("kafka_network_requestmetrics_totaltimems_count", fetch_count)] >= 1
     follower = frozenset({("request", "FetchFollower")})
     assert got[("kafka_network_requestmetrics_totaltimems_count", follower)] >= 1
+    # the parts of a request's time (queue, local, remote, send) are never negative:
+    # a follower's long poll is remote time, not taken off some other request's local
+    timers = [
+        (name, labels, v)
+        for (name, labels), v in got.items()
+        if name.startswith("kafka_network_requestmetrics_") and name.endswith("timems")
+    ]
+    assert timers and all(v >= 0 for _n, _l, v in timers), [t for t in timers if t[2] < 0]
     ports = [b.metrics_port for b in cluster3.brokers]
     active = [value(p, "kafka_controller_kafkacontroller_activecontrollercount") for p in ports]
     assert sorted(active) == [0, 0, 1]

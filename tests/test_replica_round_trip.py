@@ -7,7 +7,10 @@
   and answered in request order, also when other requests sit between them;
 - the records read back are the bytes sent, at the offsets the responses gave;
 - a partition a follower gets while its fetch to that leader is parked is fetched at
-  once (not when the parked fetch returns, 25 s later).
+  once (not when the parked fetch returns, 25 s later);
+- acks=all produces the ISR cannot confirm (followers hung) are answered
+  REQUEST_TIMED_OUT at their own timeouts, in request order, and the records appended
+  meanwhile are committed once the followers come back.
 """
 
 from __future__ import annotations
@@ -81,10 +84,12 @@ def _batch(values: list[bytes]) -> bytes:
     return build_batch([(None, v, [], now) for v in values])
 
 
-def _produce_frame(correlation: int, topic: str, partition: int, records: bytes) -> bytes:
+def _produce_frame(
+    correlation: int, topic: str, partition: int, records: bytes, timeout_ms: int = 5000
+) -> bytes:
     body = {
         "acks": -1,
-        "timeout": 5000,
+        "timeout": timeout_ms,
         "topic_data": [
             {"name": topic, "partition_data": [{"index": partition, "records": records}]}
         ],
@@ -174,3 +179,32 @@ def test_partition_added_while_the_followers_fetch_is_parked(three):
         assert (r.error_code, r.base_offset) == (ErrorCode.none, i), r.error_message
     w.close()
     assert _read_back(leaders[0], topic, 0, 5) == [(i, b"n%d" % i) for i in range(5)]
+
+
+def test_acks_all_times_out_while_the_followers_hang(three):
+    topic, leaders = _topic(three, 1, leader=1)
+    followers = [three.broker(2), three.broker(3)]
+    w = WireClient("127.0.0.1", leaders[0])
+    timeouts = [900, 300, 600]  # answered in request order whatever the deadlines
+    frames = [
+        _produce_frame(i + 1, topic, 0, _batch([b"t%d" % i]), timeout_ms=ms)
+        for i, ms in enumerate(timeouts)
+    ]
+    for b in followers:
+        b.pause()
+    try:
+        w.send_raw(b"".join(frames))
+        for correlation in range(1, len(frames) + 1):
+            corr, resp = parse_response(0, 9, w.read_frame())
+            assert corr == correlation
+            (pr,) = resp.responses[0].partition_responses
+            assert pr.error_code == ErrorCode.request_timed_out
+    finally:
+        for b in followers:
+            b.resume()
+    # appended though not acknowledged: committed once the followers fetch again
+    r = w.produce(topic, 0, _batch([b"after"]), acks=-1)
+    assert (r.error_code, r.base_offset) == (ErrorCode.none, len(timeouts))
+    w.close()
+    expected = [(i, b"t%d" % i) for i in range(len(timeouts))] + [(len(timeouts), b"after")]
+    assert _read_back(leaders[0], topic, 0, len(timeouts) + 1) == expected

@@ -16,6 +16,7 @@ import struct
 from dataclasses import is_dataclass
 from typing import Any
 
+from ..protocol.fetch_request import FOLLOWER_FETCH_VERSION, encode_fetch_request
 from ..protocol.messages import (
     RequestHeader,
     build,
@@ -113,10 +114,13 @@ class BrokerConnection:
         if not self.connected:
             raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
         correlation_id = next(self._ids)
-        payload = body if is_dataclass(body) else build(request_schema(api_key, version), body)
-        frame = encode_request(
-            RequestHeader(api_key, version, correlation_id, self.client_id), payload
-        )
+        if api_key == 1 and version == FOLLOWER_FETCH_VERSION and isinstance(body, dict):
+            frame = encode_fetch_request(correlation_id, self.client_id, body)  # hot: by hand
+        else:
+            payload = body if is_dataclass(body) else build(request_schema(api_key, version), body)
+            frame = encode_request(
+                RequestHeader(api_key, version, correlation_id, self.client_id), payload
+            )
         fut = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, fut)
         self._writer.write(frame)

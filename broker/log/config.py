@@ -19,6 +19,7 @@ import enum
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -314,7 +315,9 @@ def _default_synonym(key: str) -> tuple[str, str | None, ConfigSource]:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """Per-topic log settings; attribute names are Kafka's keys with ``_`` for ``.``."""
+    """Per-topic log settings; attribute names are Kafka's keys with ``_`` for ``.``.
+    Immutable, so the values derived from them are computed once per instance (the
+    append path asks for some on every batch)."""
 
     cleanup_policy: tuple[str, ...] = ("delete",)
     compression_gzip_level: int = -1
@@ -444,19 +447,19 @@ class LogConfig:
             raise KeyError(key)
         return getattr(self, _attr(key))
 
-    @property
+    @cached_property
     def compact(self) -> bool:
         return "compact" in (p.lower() for p in self.cleanup_policy)
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return "delete" in (p.lower() for p in self.cleanup_policy)
 
-    @property
+    @cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
-    @property
+    @cached_property
     def timestamp_before_max_ms(self) -> int:
         """message.timestamp.before.max.ms, falling back to the deprecated
         message.timestamp.difference.max.ms while the former is at its default."""
@@ -464,19 +467,19 @@ class LogConfig:
             return self.message_timestamp_before_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @cached_property
     def timestamp_after_max_ms(self) -> int:
         if self.message_timestamp_after_max_ms != LONG_MAX:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @cached_property
     def max_segment_ms(self) -> int:
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms
 
-    @property
+    @cached_property
     def target_codec(self) -> int | None:
         """The codec id appends must be stored with, or None to keep the producer's."""
         return CODEC_IDS.get(self.compression_type)

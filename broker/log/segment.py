@@ -52,6 +52,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _SCAN_CHUNK = 64 * 1024
+_APPEND_STARTS_KEPT = 16  # positions of the latest appends, active segment only
 _RECOVER_WINDOW = 16 * 1024 * 1024
 
 
@@ -127,6 +128,9 @@ class LogSegment:
         self.deleted = False
         self.roll_jitter_ms = roll_jitter_ms
         self._indexes_checked = False
+        # first offset -> file position of the latest appends: followers and consumers
+        # at the end of the log fetch from exactly such an offset, found without a scan
+        self._append_starts: dict[int, int] = {}
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, config, **kwargs) -> LogSegment:
@@ -191,6 +195,10 @@ class LogSegment:
             self.time_index.truncate_to_entries(index_entries[1])
             raise
         self._bytes_since_last_index_entry += size
+        starts = self._append_starts
+        if len(starts) >= _APPEND_STARTS_KEPT:
+            del starts[next(iter(starts))]  # the oldest
+        starts[int.from_bytes(records[:8], "big")] = position
 
     def _check_indexes(self) -> None:
         """First use of the indexes: sanity check them, rebuild from the log if bad."""
@@ -268,11 +276,25 @@ class LogSegment:
         """The first batch whose last offset >= ``offset`` (Kafka's
         searchForOffsetWithSize from the index entry), or None past the end."""
         self._check_indexes()
+        position = self._append_starts.get(offset)
+        if position is not None and position >= starting_position:
+            header = self._header_at(position)
+            if header is not None and header.base_offset == offset:
+                return header
         mapping = self.offset_index.lookup(offset)
         for header in self.batches_from(max(mapping.position, starting_position)):
             if header.last_offset >= offset:
                 return header
         return None
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        """The header of the whole batch starting at ``position``, if one does."""
+        if self._size - position < BATCH_HEADER_SIZE:
+            return None
+        header = read_batch_header(os.pread(self.fd, BATCH_HEADER_SIZE, position))
+        if header.batch_length < BATCH_HEADER_SIZE - 12 or position + header.size > self._size:
+            return None
+        return header._replace(position=position)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (base_offset if empty)."""
@@ -370,6 +392,7 @@ class LogSegment:
         the first bad batch. ``on_batch(header)`` is called for each valid batch (leader
         epoch cache, producer state). Returns the number of bytes truncated."""
         self._indexes_checked = True
+        self._append_starts.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -428,6 +451,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove everything from ``offset`` on; returns the bytes removed."""
         mapping = self.translate_offset(offset)
+        self._append_starts.clear()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = 0
@@ -453,6 +477,7 @@ class LogSegment:
     def rebuild_indexes(self) -> None:
         """Rebuild both index files from the batch headers (no CRC checks)."""
         self._indexes_checked = True
+        self._append_starts.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -482,6 +507,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """After a roll: record the final max timestamp in the time index."""
+        self._append_starts.clear()  # only reads at the log end use it
         self._check_indexes()
         self.time_index.maybe_append(*self._read_max_ts(), skip_full_check=True)
 

@@ -165,21 +165,24 @@ class RequestStats:
         return timers
 
     def observe(
-        self, frame: bytes, received: int, started: int, handled: int, sent: int, remote_ns: int = 0
+        self,
+        frame: bytes,
+        received: int,
+        started: int,
+        handled: int,
+        sent: int,
+        parked_ns: int = 0,
+        waited_ns: int = 0,
     ) -> None:
         """One request, its perf_counter_ns times: arrived, handler started, handler
-        done, response written; ``remote_ns`` when the handler answered with a future
-        (an acks=all produce), the time from its return until the answer was ready."""
+        done, response written; ``parked_ns`` parked inside the handler (a long-poll
+        fetch, ``PurgatoryStats.parked``), ``waited_ns`` on the future the handler
+        answered with (an acks=all produce): both are Kafka's remote time."""
         api_key, version = _KEY_VERSION.unpack_from(frame)
         key = (api_key, version)
         self.counts[key] = self.counts.get(key, 0) + 1
-        if remote_ns:  # parked after the handler returned
-            remote, local, send = remote_ns, handled - started, sent - handled - remote_ns
-        else:  # parked inside the handler (``PurgatoryStats.parked``), if at all
-            remote = _remote_ns.get()
-            if remote:
-                _remote_ns.set(0)
-            local, send = handled - started - remote, sent - handled
+        remote = parked_ns + waited_ns
+        local, send = handled - started - parked_ns, sent - handled - waited_ns
         ms = 1e-6
         values = (
             (sent - received) * ms,
@@ -223,6 +226,15 @@ class PurgatoryStats:
 
     def __init__(self) -> None:
         self.size: dict[str, int] = {"Produce": 0, "Fetch": 0}
+
+    @staticmethod
+    def take_parked_ns() -> int:
+        """The time the request being handled spent in ``parked``; reset for the next
+        one. Called by the connection in the task that ran the handler."""
+        parked = _remote_ns.get()
+        if parked:
+            _remote_ns.set(0)
+        return parked
 
     @contextmanager
     def parked(self, operation: str) -> Iterator[None]:

@@ -19,6 +19,7 @@ from ..log.manager import LogManager
 from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError
 from .counts import Counts, PartitionCounts
+from .expiry import ExpiryBuckets
 from .fetcher import ReplicaFetcherManager
 from .partition import DelayedProduce, Partition, PartitionState, now_ms
 from .throttle import ReplicationQuota, is_throttled
@@ -74,6 +75,7 @@ class ReplicaManager:
         self.isr_changes = [0, 0]  # ISR [shrinks, expands] written to ZooKeeper
         self.in_metadata = in_metadata  # does the cluster's metadata know this partition?
         self._counts = PartitionCounts(self)
+        self.produce_expiry = ExpiryBuckets()  # timeouts of waiting acks=all produces
         #: held by LeaderAndIsr and StopReplica: the logs create_logs makes on threads
         #: must not be made again (or stopped) by the next request meanwhile
         self.state_change_lock = asyncio.Lock()
@@ -479,7 +481,7 @@ class ReplicaManager:
         ``finish(flags)`` when given). Each partition keeps its waiting produces ordered
         by offset, so moving a HW completes exactly the satisfied ones; no task, no
         polling."""
-        op = DelayedProduce(len(waits), timeout_s, finish)
+        op = DelayedProduce(len(waits), timeout_s, finish, self.produce_expiry)
         for i, (topic, index, offset) in enumerate(waits):
             part = self.partitions.get((topic, index))
             if part is None:

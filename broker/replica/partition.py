@@ -19,6 +19,7 @@ from typing import Any
 
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
+from .expiry import ExpiryBuckets
 
 _TIE = itertools.count()  # orders delayed produces waiting on the same offset
 
@@ -53,36 +54,40 @@ class DelayedProduce:
     """One acks=all produce waiting on its partitions (Kafka's DelayedProduce): a
     future of one flag per partition slot, set when every slot is settled or at the
     timeout (unsettled slots: False); with ``finish``, of ``finish(flags)`` instead,
-    computed on completion (one future and one loop turn fewer than chaining it).
+    computed on completion (one future and one loop turn fewer than chaining it). Its
+    timeout is kept in ``expiry`` (shared timers, see ``expiry.py``).
     Plain slots, no closures: nothing here forms a reference cycle once it is done, so
     the garbage collector has no work with it."""
 
-    __slots__ = ("future", "flags", "pending", "timer", "finish")
+    __slots__ = ("future", "flags", "pending", "finish", "expiry", "tick")
 
-    def __init__(self, slots: int, timeout_s: float, finish=None) -> None:
-        loop = asyncio.get_running_loop()
-        self.future: asyncio.Future = loop.create_future()
+    def __init__(
+        self, slots: int, timeout_s: float, finish=None, expiry: ExpiryBuckets | None = None
+    ) -> None:
+        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.flags = [False] * slots
         self.pending = slots
-        self.timer: asyncio.TimerHandle | None = None
         self.finish = finish
+        self.expiry = expiry if expiry is not None else ExpiryBuckets()
+        self.tick: int | None = None
         if slots == 0:
             self._complete()
         else:
-            self.timer = loop.call_later(max(timeout_s, 0.0), self.expire)
+            self.tick = self.expiry.add(self, timeout_s)
 
     def settle(self, slot: int, ok: bool) -> None:
-        if self.timer is None:
+        if self.tick is None:
             return  # done already (timed out)
         self.flags[slot] = ok
         self.pending -= 1
         if self.pending == 0:
+            self.expiry.discard(self, self.tick)
             self.expire()
 
     def expire(self) -> None:
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
+        if self.tick is None:
+            return
+        self.tick = None
         if not self.future.done():
             self._complete()
 

@@ -93,6 +93,7 @@ class KafkaServer:
         self.metrics_server: MetricsServer | None = None
         if self.metrics.enabled:
             self.sockets.observe = self.metrics.requests.observe
+            self.sockets.take_parked_ns = self.metrics.purgatory.take_parked_ns
             self.metrics.zk.instrument(self.zk.zk)
 
     # -- topic configs -------------------------------------------------------------------

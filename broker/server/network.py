@@ -7,7 +7,8 @@ with a future (an acks=all produce, its appends done, waiting for the ISR): the 
 requests are served meanwhile, their appends stay in arrival order, and responses
 still leave in request order, held behind the waiting one. A response is
 either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
-the segment file to the socket with sendfile, never through Python bytes.
+the segment file to the socket with sendfile, never through Python bytes (regions
+under ``SENDFILE_MIN_BYTES`` are cheaper copied).
 
 A connection stops being read (is muted) for any of: its queue is full, its
 responses pile up unread (the transport's buffer is past its high-water mark), a
@@ -78,6 +79,10 @@ class _FdFile:
 
 
 Response = bytes | list[bytes | FileRegion] | None
+# smaller file regions are copied: asyncio's sendfile (drain, pause reading, the send
+# loop, resume) costs more than a pread for the few hundred bytes a follower or a
+# consumer at the log end fetches; bulk reads keep going file to socket
+SENDFILE_MIN_BYTES = 32 * 1024
 # at most this many answers waiting for a future per connection; then reading waits too
 MAX_PENDING_RESPONSES = 1000
 Handler = Callable[["Connection", bytes], Awaitable[Response]]
@@ -289,14 +294,15 @@ class Connection(asyncio.Protocol):
                         await self._close_after(response, auth.failed)
                         return
                 handled = time.perf_counter_ns()
+                parked = self.server.take_parked_ns()  # read in the task the handler ran in
                 if isinstance(response, asyncio.Future) or self._outbox:
-                    await self._hold(response, (frame, arrived, started, handled))
+                    await self._hold(response, (frame, arrived, started, handled, parked))
                 else:
                     if response is not None:
                         await self.send(response)
                     if not raw:
                         self.server.observe(
-                            frame, arrived, started, handled, time.perf_counter_ns()
+                            frame, arrived, started, handled, time.perf_counter_ns(), parked
                         )
                 self.last_active = time.monotonic()
                 self._release(4 + len(frame))
@@ -316,7 +322,7 @@ class Connection(asyncio.Protocol):
 
     async def _hold(self, response: Response | asyncio.Future, times: tuple) -> None:
         """Queue a response behind the ones still waiting; one task sends them in order.
-        ``times`` is (frame, arrived, started, handled) for the request metrics."""
+        ``times`` is (frame, arrived, started, handled, parked) for the request metrics."""
         self._outbox.append((response, times))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.ensure_future(self._send_in_order())
@@ -327,16 +333,16 @@ class Connection(asyncio.Protocol):
         outbox = self._outbox
         try:
             while outbox and not self._closed:
-                response, (frame, arrived, started, handled) = outbox[0]
-                remote = 0
+                response, (frame, arrived, started, handled, parked) = outbox[0]
+                waited = 0
                 if isinstance(response, asyncio.Future):
                     response = await response
-                    remote = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
+                    waited = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
                 outbox.popleft()
                 if response is not None:
                     await self.send(response)
                 self.server.observe(
-                    frame, arrived, started, handled, time.perf_counter_ns(), remote_ns=remote
+                    frame, arrived, started, handled, time.perf_counter_ns(), parked, waited
                 )
         except asyncio.CancelledError:
             pass
@@ -372,19 +378,22 @@ class Connection(asyncio.Protocol):
         if isinstance(response, bytes | bytearray):
             self.transport.write(response)
             return
-        loop = asyncio.get_running_loop()
+        pending: list[bytes] = []  # written as one buffer: one send, not one per part
         for part in response:
-            if self._closed:
-                return
-            if isinstance(part, FileRegion):
-                if part.count == 0:
-                    continue
-                if self.use_sendfile:
-                    await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.count)
-                else:
-                    self.transport.write(os.pread(part.fd, part.count, part.position))
-            else:
-                self.transport.write(part)
+            if not isinstance(part, FileRegion):
+                pending.append(part)
+            elif self.use_sendfile and part.count >= SENDFILE_MIN_BYTES:
+                if pending:
+                    self.transport.write(b"".join(pending))
+                    pending = []
+                loop = asyncio.get_running_loop()
+                await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.count)
+                if self._closed:
+                    return
+            elif part.count:
+                pending.append(os.pread(part.fd, part.count, part.position))
+        if pending and not self._closed:
+            self.transport.write(b"".join(pending))
 
     async def _close_after(self, response: Response, reason: str) -> None:
         """Send the last response (when there is one), then close (SASL failures) after
@@ -460,10 +469,24 @@ class SocketServer:
         self._handshakes: set[asyncio.Task] = set()
 
     def observe(
-        self, frame: bytes, arrived: int, started: int, handled: int, sent: int, remote_ns: int = 0
+        self,
+        frame: bytes,
+        arrived: int,
+        started: int,
+        handled: int,
+        sent: int,
+        parked_ns: int = 0,
+        waited_ns: int = 0,
     ) -> None:
-        """Called once per request with its times (perf_counter_ns); the metrics
-        replace it (``broker.metrics``), otherwise it does nothing."""
+        """Called once per request with its times (perf_counter_ns): ``parked_ns`` spent
+        parked inside the handler (a long-poll fetch), ``waited_ns`` on the future it
+        answered with (an acks=all produce). The metrics replace it (``broker.metrics``),
+        otherwise it does nothing."""
+
+    def take_parked_ns(self) -> int:
+        """Time the request just handled spent parked inside its handler, read (and
+        reset) in the handler's own task; the metrics replace it."""
+        return 0
 
     async def listen(
         self, host: str, port: int, listener: str = "PLAINTEXT", security: Security | None = None
