@@ -141,7 +141,18 @@ def test_scram_server_against_scramp_client(mechanism):
 @pytest.mark.parametrize(
     ("props", "named"),
     [
-        ({"connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms"),
+        (
+            {
+                "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "-1",
+            },
+            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms",
+        ),
+        (
+            {"listener.name.plaintext.gssapi.connections.max.reauth.ms": "1000"},
+            "listener.name.plaintext.gssapi",
+        ),
         ({"listener.name.plaintext.ssl.cipher.suites": "x"}, "listener.name.plaintext"),
         ({"listener.name.nosuch.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.nosuch"),
         (
