@@ -84,6 +84,7 @@ class BrokerCollector(Collector):
         yield from self._quotas()
         yield from self._zookeeper()
         yield from self._groups()
+        yield from self._fetch_sessions()
         yield from self._loop()
 
     # -- kafka.server:type=BrokerTopicMetrics --------------------------------------------
@@ -297,6 +298,24 @@ class BrokerCollector(Collector):
             yield gauge(prefix + name, f"Groups in state {state}", count)
         offsets = sum(len(g.offsets) for g in groups)
         yield gauge(prefix + "numoffsets", "Committed offsets cached", offsets)
+
+    # -- kafka.server:type=FetchSessionCache -------------------------------------------
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        cache = getattr(self.server, "fetch_sessions", None)
+        sessions = list(cache.sessions.values()) if cache is not None else []
+        prefix = "kafka_server_fetchsessioncache_"
+        yield gauge(prefix + "numincrementalfetchsessions", "Fetch sessions cached", len(sessions))
+        yield gauge(
+            prefix + "numincrementalfetchpartitionscached",
+            "Partitions in the cached fetch sessions",
+            sum(len(s.partitions) for s in sessions),
+        )
+        evictions = CounterMetricFamily(
+            prefix + "incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room (IncrementalFetchSessionEvictionsPerSec)",
+        )
+        evictions.add_metric([], cache.evictions if cache is not None else 0)
+        yield evictions
 
     # -- kafka.network:type=SocketServer, and the event loop ----------------------------------
     def _loop(self) -> Iterator[Metric]:
