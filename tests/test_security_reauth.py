@@ -5,7 +5,8 @@ broker's (100 s), the listener's (3 s, PLAIN takes it) and the listener's for on
 mechanism (2 s, SCRAM-SHA-256). librdkafka (>= 2.2) re-authenticates before its
 session ends and keeps producing and consuming; a raw client that lets its session
 expire is disconnected at its next request; a re-authentication may not change the
-principal or the mechanism.
+principal or the mechanism. Brokers replicating over a SASL inter-broker listener with a
+session lifetime re-authenticate their own connections (broker/client) and stay in sync.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
+from quill_stack import ports
+from tests.group_helpers import wait_until
 from tests.metrics_helpers import value
-from tests.security_helpers import round_trip, sasl_listener_cluster, set_scram_user
+from tests.security_helpers import (
+    PLAIN_JAAS,
+    jaas,
+    round_trip,
+    sasl_listener_cluster,
+    set_scram_user,
+)
 from tests.wire import WireClient
 
 TOPIC = "reauth-records"
@@ -224,3 +233,64 @@ def test_round_trip_after_reauthentications(reauth_cluster):
     }
     values = [b"after-1", b"after-2"]
     assert [v for _, v in round_trip(conf, TOPIC, values, "reauth-round-trip")] == values
+
+
+def test_brokers_reauthenticate_their_inter_broker_connections(cluster_factory):
+    """Two brokers replicate over an INTERNAL SASL_PLAINTEXT listener whose sessions last
+    1.5 s: the follower's fetcher and the controller's channel re-authenticate (nothing
+    is killed for expiry), and acks=all writes keep their ISR of two."""
+    internal = dict(zip((1, 2), ports.free_ports(2), strict=True))
+    listeners = lambda b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
+    )
+    two = cluster_factory(
+        2,
+        **{
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS, username="broker", password="pw", user_broker="pw"
+            ),
+            "listener.name.internal.connections.max.reauth.ms": "1500",
+            "quill.metrics.port": "free",
+        },
+    )
+    name = "reauth-replicated"
+    w = WireClient.for_bootstrap(two.bootstrap)
+    assert w.create_topic(name, 1, {"min.insync.replicas": "2"}, rf=2).error_code == 0
+    w.close()
+    zk = two.zk_client()
+
+    def state() -> dict:
+        import json
+
+        path = f"/brokers/topics/{name}/partitions/0/state"
+        return json.loads(zk.get(path)[0]) if zk.exists(path) else {}
+
+    wait_until(lambda: len(state().get("isr", [])) == 2, what="an ISR of two")
+    leader = two.broker(state()["leader"])
+    c = WireClient("127.0.0.1", leader.port)
+    labels = {"listener": "INTERNAL", "networkProcessor": "0"}
+    try:
+        from broker.protocol.records import build_batch
+
+        offset = 0
+        ends = time.monotonic() + 4 * 1.5
+        while time.monotonic() < ends or offset < 10:
+            batch = build_batch([(None, b"v%d" % offset, [], int(time.time() * 1000))])
+            r = c.produce(name, 0, batch, acks=-1)
+            assert (r.error_code, r.base_offset) == (0, offset)
+            offset += 1
+            time.sleep(0.1)
+    finally:
+        c.close()
+    assert sorted(state()["isr"]) == [1, 2]
+    reauths = value(leader.metrics_port, METRIC + "successful_reauthentication_total", **labels)
+    assert reauths >= 2  # the follower's fetch connection, several lifetimes over
+    for b in two.brokers:
+        assert value(b.metrics_port, METRIC + "expired_connections_killed_count", **labels) == 0
+        assert value(b.metrics_port, METRIC + "failed_reauthentication_total", **labels) == 0

@@ -221,7 +221,7 @@ class SaslServerAuthenticator:
         stats = self.stats
         if previous is not None:
             stats.successful_reauthentication += 1
-            log.info(
+            log.debug(
                 "%s re-authenticated as %s (%s) in %.1f ms; session lifetime %s ms",
                 self._peer,
                 principal,
