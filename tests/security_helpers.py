@@ -43,6 +43,32 @@ def sasl_listener_cluster(
     return cluster
 
 
+def plain_inter_broker(
+    n_brokers: int, password: str = "broker-secret"
+) -> tuple[dict, dict[int, int]]:
+    """Broker settings for brokers 1..n: a PLAINTEXT listener (the tests' clients) and
+    an INTERNAL SASL_PLAINTEXT one the brokers talk on, as the PLAIN user ``broker``;
+    and each broker's INTERNAL port."""
+    from quill_stack import ports
+
+    internal = dict(zip(range(1, n_brokers + 1), ports.free_ports(n_brokers), strict=True))
+    listeners = lambda b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
+    )
+    settings = {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas(
+            PLAIN_JAAS, username="broker", password=password, user_broker=password
+        ),
+    }
+    return settings, internal
+
+
 def jaas(module: str, **options: str) -> str:
     """``module required k="v" ...;`` as Kafka's sasl.jaas.config values are written."""
     opts = " ".join(f'{k}="{v}"' for k, v in options.items())

@@ -17,12 +17,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
-from quill_stack import ports
 from tests.group_helpers import wait_until
 from tests.metrics_helpers import value
 from tests.security_helpers import (
-    PLAIN_JAAS,
-    jaas,
+    plain_inter_broker,
     round_trip,
     sasl_listener_cluster,
     set_scram_user,
@@ -239,22 +237,10 @@ def test_brokers_reauthenticate_their_inter_broker_connections(cluster_factory):
     """Two brokers replicate over an INTERNAL SASL_PLAINTEXT listener whose sessions last
     1.5 s: the follower's fetcher and the controller's channel re-authenticate (nothing
     is killed for expiry), and acks=all writes keep their ISR of two."""
-    internal = dict(zip((1, 2), ports.free_ports(2), strict=True))
-    listeners = lambda b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
-    )
     two = cluster_factory(
         2,
         **{
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.internal.plain.sasl.jaas.config": jaas(
-                PLAIN_JAAS, username="broker", password="pw", user_broker="pw"
-            ),
+            **plain_inter_broker(2)[0],
             "listener.name.internal.connections.max.reauth.ms": "1500",
             "quill.metrics.port": "free",
         },
