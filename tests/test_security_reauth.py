@@ -125,12 +125,20 @@ def test_reauthentication_on_the_same_connection(reauth_cluster):
     c = WireClient("127.0.0.1", reauth_cluster.sasl_port)
     try:
         assert _plain(c, "alice", "alice-secret").error_code == 0
+        started = time.monotonic()
         resp = _plain(c, "alice", "alice-secret")  # again, same principal
         assert resp.error_code == 0 and _lifetime_ms(resp) == PLAIN_LIFETIME_MS
-        assert _metadata_ok(c)
         # a second one within a second is not a re-authentication (Kafka's limit): KafkaApis
         # answers ILLEGAL_SASL_STATE and the connection stays
-        assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 34
+        error = c.request(17, 1, {"mechanism": "PLAIN"}).error_code
+        reauths = 1
+        if time.monotonic() - started < 1.0:
+            assert error == 34
+        else:  # a machine so loaded a second went by: it was a re-authentication
+            assert error == 0
+            token = b"\0alice\0alice-secret"
+            assert c.request(36, 2, {"auth_bytes": token}).error_code == 0
+            reauths = 2
         assert _metadata_ok(c)
         time.sleep(1.1)
         resp = _plain(c, "bob", "bob-secret")  # another principal: refused, then closed
@@ -141,7 +149,7 @@ def test_reauthentication_on_the_same_connection(reauth_cluster):
         assert c.is_closed_by_peer(timeout=10)
     finally:
         c.close()
-    assert _metric(reauth_cluster, "successful_reauthentication_total") == before + 1
+    assert _metric(reauth_cluster, "successful_reauthentication_total") == before + reauths
     assert _metric(reauth_cluster, "failed_reauthentication_total") >= 1
 
 
