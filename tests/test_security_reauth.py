@@ -1,8 +1,8 @@
 """KIP-368 re-authentication on a SASL_PLAINTEXT listener, against one real broker.
 
 ``connections.max.reauth.ms`` is set three ways so each level is seen winning: the
-broker's (100 s), the listener's (3 s, PLAIN takes it) and the listener's for one
-mechanism (2 s, SCRAM-SHA-256). librdkafka (>= 2.2) re-authenticates before its
+broker's (100 s), the listener's (4 s, PLAIN takes it) and the listener's for one
+mechanism (3 s, SCRAM-SHA-256). librdkafka (>= 2.2) re-authenticates before its
 session ends and keeps producing and consuming; a raw client that lets its session
 expire is disconnected at its next request; a re-authentication may not change the
 principal or the mechanism. Brokers replicating over a SASL inter-broker listener with a
@@ -21,7 +21,6 @@ from tests.group_helpers import wait_until
 from tests.metrics_helpers import value
 from tests.security_helpers import (
     plain_inter_broker,
-    round_trip,
     sasl_listener_cluster,
     set_scram_user,
 )
@@ -30,7 +29,7 @@ from tests.wire import WireClient
 TOPIC = "reauth-records"
 PLAIN_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
-PLAIN_LIFETIME_MS, SCRAM_LIFETIME_MS = 3000, 2000
+PLAIN_LIFETIME_MS, SCRAM_LIFETIME_MS = 4000, 3000
 METRIC = "kafka_server_socket_server_metrics_"
 LABELS = {"listener": "SASL_PLAINTEXT", "networkProcessor": "0"}
 
@@ -203,7 +202,7 @@ def test_librdkafka_reauthenticates_and_keeps_working(
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(0.2)
         assert consumer.assignment()
-        run_until = time.monotonic() + 4 * lifetime_ms / 1000
+        run_until = time.monotonic() + 3 * lifetime_ms / 1000
         while time.monotonic() < run_until:
             payload = f"{mechanism}-{len(sent)}".encode()
             producer.produce(TOPIC, payload)
@@ -228,28 +227,15 @@ def _ours(msg, mechanism: str) -> list[bytes]:
     return [msg.value()]
 
 
-def test_round_trip_after_reauthentications(reauth_cluster):
-    """The plain helper path still works with a session lifetime in place."""
-    conf = {
-        "bootstrap.servers": reauth_cluster.sasl_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "bob",
-        "sasl.password": "bob-secret",
-    }
-    values = [b"after-1", b"after-2"]
-    assert [v for _, v in round_trip(conf, TOPIC, values, "reauth-round-trip")] == values
-
-
 def test_brokers_reauthenticate_their_inter_broker_connections(cluster_factory):
     """Two brokers replicate over an INTERNAL SASL_PLAINTEXT listener whose sessions last
-    1.5 s: the follower's fetcher and the controller's channel re-authenticate (nothing
+    3 s: the follower's fetcher and the controller's channel re-authenticate (nothing
     is killed for expiry), and acks=all writes keep their ISR of two."""
     two = cluster_factory(
         2,
         **{
             **plain_inter_broker(2)[0],
-            "listener.name.internal.connections.max.reauth.ms": "1500",
+            "listener.name.internal.connections.max.reauth.ms": "3000",
             "quill.metrics.port": "free",
         },
     )
@@ -273,7 +259,7 @@ def test_brokers_reauthenticate_their_inter_broker_connections(cluster_factory):
         from broker.protocol.records import build_batch
 
         offset = 0
-        ends = time.monotonic() + 4 * 1.5
+        ends = time.monotonic() + 3 * 3.0
         while time.monotonic() < ends or offset < 10:
             batch = build_batch([(None, b"v%d" % offset, [], int(time.time() * 1000))])
             r = c.produce(name, 0, batch, acks=-1)
