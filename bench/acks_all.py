@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,8 +206,12 @@ def idle_cpu(cluster, seconds: float) -> dict:
 def export_tree(ref: str) -> Path:
     """``git archive`` of ``ref`` into a temp dir: the brokers of the 'before' column."""
     dest = Path(tempfile.mkdtemp(prefix="quill-baseline-"))
-    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    try:
+        archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    except BaseException:  # a bad ref: no half-made tree left in /tmp
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     return dest
 
 
@@ -307,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C: the finally blocks stop the brokers and
+    # remove the exported tree and the clusters' temp dirs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows: list[dict] = []
     for row, linger in (("floor0", "0"), ("floor5", "5")):
         if row in args.rows:

@@ -43,7 +43,7 @@ from bench.localstack import emit, local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
 from broker.client.connection import BrokerConnection  # noqa: E402
 from broker.client.security import ClientSecurity  # noqa: E402
-from tests.security_helpers import PLAIN_JAAS, Pki, jaas, set_scram_user  # noqa: E402
+from tests.security_helpers import PLAIN_JAAS, jaas, set_scram_user  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-secret"
 TOPIC = "security-bench"
@@ -167,10 +167,16 @@ def _profile(pid: int, work) -> dict:
 
 def main() -> int:
     args = _parser().parse_args()
-    from quill_stack import ports
+    with tempfile.TemporaryDirectory(prefix="quill-bench-pki-") as pki_dir:
+        return run(args, Path(pki_dir))
 
-    pki = Pki(Path(tempfile.mkdtemp(prefix="quill-bench-pki-")))
-    keystore = pki.issue("broker").keystore
+
+def run(args, pki_dir: Path) -> int:
+    """The benchmark, with the broker's certificate from the stack's CA code in ``pki_dir``."""
+    from quill_stack import ports, tls
+
+    keystore = tls.issue(pki_dir, "broker", ("localhost", "127.0.0.1")).keystore
+    ca_file = pki_dir / "ca.crt"
     sasl_ssl, sasl_plain = ports.free_ports(2)
     listeners = lambda _b, port: (  # noqa: E731
         f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_ssl},"
@@ -204,7 +210,7 @@ def main() -> int:
                 "sasl.mechanism": "SCRAM-SHA-512",
                 "sasl.username": USER,
                 "sasl.password": PASSWORD,
-                "ssl.ca.location": str(pki.ca_file),
+                "ssl.ca.location": str(ca_file),
             },
         }
         best: dict[str, dict[str, float]] = {k: {"produce": 0, "consume": 0} for k in confs}
@@ -228,7 +234,7 @@ def main() -> int:
             "PLAIN over SASL_PLAINTEXT": (sasl_plain, ClientSecurity("SASL_PLAINTEXT", **plain)),
             "PLAIN over SASL_SSL": (
                 sasl_ssl,
-                ClientSecurity("SASL_SSL", **plain, ssl_cafile=str(pki.ca_file)),
+                ClientSecurity("SASL_SSL", **plain, ssl_cafile=str(ca_file)),
             ),
             "SCRAM-SHA-512 over SASL_PLAINTEXT": (
                 sasl_plain,

@@ -6,13 +6,16 @@ it then authenticates, both exactly as the broker's own client does: the TLS con
 and the checks of the properties are broker.client.security.ClientSecurity's, and the
 SASL exchange (SaslHandshake v1, SaslAuthenticate v2 rounds: PLAIN, SCRAM on scramp) is
 broker.client.sasl.authenticate, driven here over blocking calls. A refusal raises
-``AuthenticationFailed`` with the broker's sentence; the socket is closed.
+``AuthenticationFailed`` with the broker's sentence; the socket is closed. When the
+broker gives the SASL session a lifetime (KIP-368), ``open_session`` says by when to
+open a new socket (before the broker closes this one at its session's end).
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Mapping
 
 from broker.client.sasl import AuthenticationFailed, authenticate
@@ -36,17 +39,27 @@ def connect(
 ) -> socket.socket:
     """An open socket to `address`, through TLS and SASL when `conf` (client properties;
     default: the environment's, see quill_stack.client_security) asks for them."""
+    return open_session(address, timeout, conf)[0]
+
+
+def open_session(
+    address: tuple[str, int], timeout: float, conf: Mapping[str, str] | None = None
+) -> tuple[socket.socket, float | None]:
+    """``connect``, and the time.monotonic() after which to use a new socket: 90% into
+    the SASL session's lifetime, None when the session lasts as long as the socket."""
     security = client_security() if conf is None else ClientSecurity.from_properties(conf)
     sock = socket.create_connection(address, timeout=timeout)
+    lifetime_ms = 0
     try:
         if security.tls:
             sock = security.ssl_context().wrap_socket(sock, server_hostname=address[0])
         if security.sasl:
-            _run(authenticate(_requester(sock), security, f"{address[0]}:{address[1]}"))
+            peer = f"{address[0]}:{address[1]}"
+            lifetime_ms = _run(authenticate(_requester(sock), security, peer))
     except BaseException:
         sock.close()
         raise
-    return sock
+    return sock, (time.monotonic() + 0.9 * lifetime_ms / 1000 if lifetime_ms > 0 else None)
 
 
 def _run(coroutine):

@@ -11,12 +11,18 @@ Everything lives in one directory (``.state/tls/``), PEM, made once and reused:
 Broker certificates name every address a client may dial (subjectAltName: DNS names and
 IP addresses), since clients check the host name against them (librdkafka's default
 ``ssl.endpoint.identification.algorithm=https``).
+
+``issue`` makes a new certificate each call (the tests' client and broker certificates:
+an ``OU`` for ``ssl.principal.mapping.rules`` to see, an encrypted key for
+``ssl.key.password``, an expired one), as separate ``.crt``/``.key`` files and the
+``.pem`` keystore.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -31,29 +37,49 @@ VALID_DAYS = 3650  # a local stack's CA; `rm -rf .state/tls` makes a new one
 _PEM = serialization.Encoding.PEM
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Quill"),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
+@dataclass(frozen=True)
+class Issued:
+    """What ``issue`` wrote: the certificate, its key, and both (with the CA) as a PEM
+    keystore."""
+
+    cert: Path
+    key: Path
+    keystore: Path
+
+
+def _name(common_name: str, ou: str | None = None) -> x509.Name:
+    """``CN=<name>[,OU=<ou>],O=Quill`` as Kafka prints a DN (RFC 4514)."""
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Quill")]
+    if ou:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attrs)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None = None) -> bytes:
+    encryption = (
+        serialization.BestAvailableEncryption(password.encode())
+        if password
+        else serialization.NoEncryption()
     )
+    return key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-
-
-def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key, expired: bool = False
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
+    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=VALID_DAYS)
+    if expired:  # ended yesterday
+        start, end = now - datetime.timedelta(days=30), now - datetime.timedelta(days=1)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
+        .not_valid_before(start)
+        .not_valid_after(end)
     )
 
 
@@ -116,12 +142,24 @@ def ensure_server_cert(tls_dir: Path, name: str, hosts: list[str]) -> Path:
         current = x509.load_pem_x509_certificate(path.read_bytes())
         if current.issuer == ca_cert.subject and _covers(current, hosts):
             return path
+    key, cert = _signed(ca_key, ca_cert, _name(name), hosts)
+    write_private(path, _key_pem(key) + cert.public_bytes(_PEM) + ca_cert.public_bytes(_PEM))
+    return path
+
+
+def _signed(
+    ca_key, ca_cert: x509.Certificate, subject: x509.Name, hosts: list[str], expired: bool = False
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A new key and its certificate for `subject`, signed by the CA, good for servers
+    and clients alike; `hosts` (if any) are its subjectAltName."""
     key = ec.generate_private_key(ec.SECP256R1())
+    builder = _builder(subject, ca_cert.subject, key.public_key(), expired).add_extension(
+        x509.BasicConstraints(ca=False, path_length=None), critical=True
+    )
+    if hosts:
+        builder = builder.add_extension(_san(hosts), critical=False)
     cert = (
-        _builder(_name(name), ca_cert.subject, key.public_key())
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_san(hosts), critical=False)
-        .add_extension(
+        builder.add_extension(
             x509.ExtendedKeyUsage(
                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
             ),
@@ -132,5 +170,26 @@ def ensure_server_cert(tls_dir: Path, name: str, hosts: list[str]) -> Path:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    write_private(path, _key_pem(key) + cert.public_bytes(_PEM) + ca_cert.public_bytes(_PEM))
-    return path
+    return key, cert
+
+
+def issue(
+    tls_dir: Path,
+    name: str,
+    hosts: tuple[str, ...] = (),
+    *,
+    ou: str | None = None,
+    key_password: str | None = None,
+    expired: bool = False,
+) -> Issued:
+    """A new certificate ``CN=<name>[,OU=<ou>],O=Quill`` signed by the CA of `tls_dir`
+    (made if missing): ``<name>.crt``, ``<name>.key`` (encrypted with `key_password`,
+    Kafka's ``ssl.key.password``) and ``<name>.pem`` (key, certificate, CA)."""
+    ca_key, ca_cert = ensure_ca(tls_dir)
+    key, cert = _signed(ca_key, ca_cert, _name(name, ou), list(hosts), expired)
+    issued = Issued(*(tls_dir / f"{name}.{ext}" for ext in ("crt", "key", "pem")))
+    key_pem, cert_pem = _key_pem(key, key_password), cert.public_bytes(_PEM)
+    issued.cert.write_bytes(cert_pem)
+    write_private(issued.key, key_pem)
+    write_private(issued.keystore, key_pem + cert_pem + ca_cert.public_bytes(_PEM))
+    return issued

@@ -1,133 +1,19 @@
-"""Shared by the security tests: a CA and certificates (``cryptography``), SCRAM users
-written to ZooKeeper as kafka-configs writes them, and broker listener settings.
-
-``Pki(dir)`` makes a CA; ``pki.issue("broker", hosts=[...])`` a server certificate,
-``pki.issue("alice", ou="eng")`` a client one; each is a key and a certificate PEM file
-plus a combined PEM keystore (key then chain), as Kafka's ``ssl.keystore.type=PEM``
-takes it.
+"""Shared by the security tests: SCRAM users written to ZooKeeper as kafka-configs
+writes them, broker listener settings, and client round trips. Certificates come from
+the stack's own CA code (``quill_stack/tls.py``: ``tls.issue(dir, "alice", ou="eng")``).
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from broker.security.scram_credentials import ScramCredential
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
 
 PLAIN_JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule"
-
-
-@dataclass(frozen=True)
-class Issued:
-    cert: Path
-    key: Path
-    keystore: Path  # key + certificate in one PEM file
-
-
-def _name(cn: str, ou: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Quill Tests")]
-    if ou:
-        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
-    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
-    return x509.Name(attrs)
-
-
-def _pem_key(key, password: str | None = None) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(password.encode())
-        if password
-        else serialization.NoEncryption(),
-    )
-
-
-class Pki:
-    def __init__(self, directory: Path, name: str = "Quill Test CA") -> None:
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        subject = _name(name)
-        self._cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._key, hashes.SHA256())
-        )
-        self.ca_pem = self._cert.public_bytes(serialization.Encoding.PEM)
-        self.ca_file = self.dir / f"{name.replace(' ', '-').lower()}.crt"
-        self.ca_file.write_bytes(self.ca_pem)
-
-    def issue(
-        self,
-        cn: str,
-        *,
-        ou: str | None = None,
-        hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
-        expired: bool = False,
-        key_password: str | None = None,
-    ) -> Issued:
-        """``key_password``: the key files are encrypted with it (``ssl.key.password``)."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        if expired:
-            now -= datetime.timedelta(days=40)
-        sans: list[x509.GeneralName] = []
-        for host in hosts:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-            except ValueError:
-                sans.append(x509.DNSName(host))
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(cn, ou))
-            .issuer_name(self._cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self._key, hashes.SHA256())
-        cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-        base = self.dir / cn
-        paths = Issued(base.with_suffix(".crt"), base.with_suffix(".key"), base.with_suffix(".pem"))
-        paths.cert.write_bytes(cert_pem)
-        paths.key.write_bytes(_pem_key(key, key_password))
-        paths.keystore.write_bytes(_pem_key(key, key_password) + cert_pem)
-        return paths
 
 
 def sasl_listener_cluster(
@@ -155,6 +41,32 @@ def sasl_listener_cluster(
     cluster.sasl_port = sasl_port
     cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     return cluster
+
+
+def plain_inter_broker(
+    n_brokers: int, password: str = "broker-secret"
+) -> tuple[dict, dict[int, int]]:
+    """Broker settings for brokers 1..n: a PLAINTEXT listener (the tests' clients) and
+    an INTERNAL SASL_PLAINTEXT one the brokers talk on, as the PLAIN user ``broker``;
+    and each broker's INTERNAL port."""
+    from quill_stack import ports
+
+    internal = dict(zip(range(1, n_brokers + 1), ports.free_ports(n_brokers), strict=True))
+    listeners = lambda b, port: (  # noqa: E731
+        f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
+    )
+    settings = {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas(
+            PLAIN_JAAS, username="broker", password=password, user_broker=password
+        ),
+    }
+    return settings, internal
 
 
 def jaas(module: str, **options: str) -> str:

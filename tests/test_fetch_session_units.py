@@ -49,15 +49,59 @@ def test_cache_opens_updates_and_checks_epochs():
     assert session.id not in cache.sessions
 
 
-def test_cache_evicts_the_least_recently_used():
+def _open(cache: FetchSessionCache, now: float, partitions: int = 1, follower: bool = False):
+    req = _req(0, 0, {("t", p): 0 for p in range(partitions)})
+    req.replica_id = 2 if follower else -1
+    return cache.begin(req, now_ms=now)[1]
+
+
+def test_a_full_cache_refuses_young_sessions_a_consumer_would_evict():
+    """Kafka's tryEvict: no session is stale and none was created more than 120 s ago,
+    so a consumer's new session is refused (a sessionless full fetch)."""
     cache = FetchSessionCache(max_sessions=2)
-    a = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
-    b = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
-    cache.begin(_req(a.id, 1, {}))  # a used last: b goes first
-    c = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
-    assert set(cache.sessions) == {a.id, c.id}
-    assert cache.begin(_req(b.id, 1, {}))[0] == ErrorCode.fetch_session_id_not_found
+    a, b = _open(cache, 0), _open(cache, 1)
+    assert _open(cache, 2, partitions=50) is None
+    assert set(cache.sessions) == {a.id, b.id} and cache.evictions == 0
     assert FetchSessionCache(max_sessions=0).begin(_req(0, 0, {("t", 0): 0}))[1] is None
+
+
+def test_a_followers_session_is_never_evicted_by_a_consumers():
+    cache = FetchSessionCache(max_sessions=1)
+    follower = _open(cache, 0, follower=True)
+    for now in (1, 60_000, 130_000, 200_000):  # old, but used every time: never stale
+        cache.begin(_req(follower.id, follower.epoch, {}), now_ms=now)
+        assert _open(cache, now + 1, partitions=1000) is None
+    assert set(cache.sessions) == {follower.id}
+
+
+def test_a_follower_evicts_the_smallest_consumer_session():
+    cache = FetchSessionCache(max_sessions=2)
+    big, small = _open(cache, 0, partitions=5), _open(cache, 1, partitions=2)
+    follower = _open(cache, 2, follower=True)  # privileged: any consumer's session may go
+    assert follower is not None and follower.privileged
+    assert set(cache.sessions) == {big.id, follower.id} and cache.evictions == 1
+    assert small.id not in cache.sessions
+    assert _open(cache, 3, follower=True) is not None  # the next follower takes the consumer's
+    assert big.id not in cache.sessions
+
+
+def test_a_stale_session_goes_first_even_a_followers():
+    cache = FetchSessionCache(max_sessions=2)
+    follower = _open(cache, 0, follower=True, partitions=100)
+    consumer = _open(cache, 100_000)
+    newcomer = _open(cache, 120_001 + 1)  # the follower's session unused for > 120 s
+    assert newcomer is not None
+    assert set(cache.sessions) == {consumer.id, newcomer.id}
+    assert follower.id not in cache.sessions
+
+
+def test_an_old_consumer_session_gives_way_to_a_bigger_one_only():
+    cache = FetchSessionCache(max_sessions=1)
+    old = _open(cache, 0, partitions=3)
+    cache.begin(_req(old.id, old.epoch, {}), now_ms=121_000)  # used: not stale, but old
+    assert _open(cache, 121_001, partitions=3) is None  # not bigger: refused
+    bigger = _open(cache, 121_002, partitions=4)
+    assert bigger is not None and set(cache.sessions) == {bigger.id}
 
 
 def test_session_answers_only_news():

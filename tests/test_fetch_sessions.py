@@ -9,7 +9,9 @@
   replica that leads at the end;
 - idle partitions, which the leader passes over in a follower's incremental fetch,
   keep their followers in the ISR past replica.lag.time.max.ms, and then take acks=all
-  writes at once.
+  writes at once;
+- a full cache (one slot) keeps the follower's session: consumers' fetches are
+  answered without one (session id 0).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import build_batch, decode_records
 from tests.group_helpers import wait_until
+from tests.metrics_helpers import value as metric_value
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -200,3 +203,35 @@ def test_idle_partitions_keep_their_followers_in_the_isr(three):
         r = leader.produce(topic, p, _batch([b"after-idle"]), acks=-1)
         assert (r.error_code, r.base_offset) == (ErrorCode.none, 0)
         leader.close()
+
+
+def test_consumers_never_evict_a_followers_session(cluster_factory):
+    """One session slot per broker, taken by the follower's session on the leader:
+    consumers' full fetches are answered (records and all) without a session, and
+    the follower keeps its session and the ISR (Kafka's privileged sessions; an LRU
+    cache would hand the slot to each newcomer)."""
+    two = cluster_factory(
+        2, **SETTINGS, max_incremental_fetch_session_cache_slots=1, **{"quill.metrics.port": "free"}
+    )
+    name = f"fs-slot-{uuid.uuid4().hex[:6]}"
+    w = WireClient.for_bootstrap(two.bootstrap)
+    assert w.create_topic(name, 1, {"min.insync.replicas": "2"}, rf=2).error_code == 0
+    w.close()
+    wait_until(lambda: len((_state(two, name, 0) or {}).get("isr", [])) == 2, what="ISR")
+    leader = WireClient("127.0.0.1", two.broker(_state(two, name, 0)["leader"]).port)
+    try:
+        assert leader.produce(name, 0, _batch([b"a", b"b"]), acks=-1).error_code == 0
+        for round_ in range(5):  # the follower fetched: its session holds the only slot
+            resp = _fetch(leader, 0, 0, {(name, 0): 0})
+            assert (resp.error_code, resp.session_id) == (ErrorCode.none, 0)
+            assert _answered(resp)[(name, 0)][:2] == [b"a", b"b"]
+            r = leader.produce(name, 0, _batch([b"c%d" % round_]), acks=-1)
+            assert (r.error_code, r.base_offset) == (ErrorCode.none, 2 + round_)
+        assert sorted(_state(two, name, 0)["isr"]) == [1, 2]
+    finally:
+        leader.close()
+    port = two.broker(_state(two, name, 0)["leader"]).metrics_port
+    cache = "kafka_server_fetchsessioncache_"
+    assert metric_value(port, cache + "numincrementalfetchsessions") == 1
+    assert metric_value(port, cache + "numincrementalfetchpartitionscached") == 1
+    assert metric_value(port, cache + "incrementalfetchsessionevictions_total") == 0

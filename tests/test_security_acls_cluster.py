@@ -21,9 +21,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from quill_stack import ports
 from tests.acl_helpers import add_acl, describe_acls, metadata_request
-from tests.security_helpers import PLAIN_JAAS, jaas
+from tests.security_helpers import plain_inter_broker
 from tests.wire import WireClient
 
 
@@ -85,25 +84,11 @@ def test_brokers_authenticated_over_sasl_need_only_their_own_super_user(cluster)
     """The inter-broker listener is SASL_PLAINTEXT (PLAIN user "broker", the only super
     user): the controller's requests and the followers' fetches pass as User:broker,
     while ANONYMOUS on the PLAINTEXT listener gets nothing without an ACL."""
-    internal = dict(zip((1, 2, 3), ports.free_ports(3), strict=True))
-    listeners = lambda b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
-    )
+    settings, internal = plain_inter_broker(3)
     c = cluster(
         3,
         **{
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.internal.plain.sasl.jaas.config": jaas(
-                PLAIN_JAAS,
-                username="broker",
-                password="broker-secret",
-                user_broker="broker-secret",
-            ),  # fmt: skip
+            **settings,
             "authorizer.class.name": "acl",
             "allow.everyone.if.no.acl.found": "false",
             "super.users": "User:broker",

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quill_stack import ports
-from tests.security_helpers import SCRAM_JAAS, Pki, jaas, set_scram_user
+from quill_stack import ports, tls
+from tests.security_helpers import SCRAM_JAAS, jaas, set_scram_user
 
 pytestmark = pytest.mark.cluster
 
@@ -24,8 +24,8 @@ BROKER_USER, BROKER_PASSWORD = "broker", "broker-secret"
 
 @pytest.fixture(scope="module")
 def secure_cluster(cluster_factory, tmp_path_factory):
-    pki = Pki(tmp_path_factory.mktemp("pki"))
-    keystore = pki.issue("broker").keystore
+    pki_dir = tmp_path_factory.mktemp("pki")
+    keystore = tls.issue(pki_dir, "broker", ("localhost", "127.0.0.1")).keystore
     internal = dict(zip((1, 2, 3), ports.free_ports(3), strict=True))
     listeners = lambda b, port: (  # noqa: E731
         f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal[b]}"
@@ -45,7 +45,7 @@ def secure_cluster(cluster_factory, tmp_path_factory):
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
             "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(pki.ca_file),
+            "ssl.truststore.location": str(pki_dir / "ca.crt"),
             "auto.create.topics.enable": "false",
         },
     )

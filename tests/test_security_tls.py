@@ -13,35 +13,42 @@ import ssl
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quill_stack import ports
+from quill_stack import ports, tls
 from tests.quota_helpers import Throttles, wait_log
-from tests.security_helpers import Pki, first_error, round_trip, set_scram_user, set_user_quota
+from tests.security_helpers import first_error, round_trip, set_scram_user, set_user_quota
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
 
 TOPIC = "tls-records"
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
-# "CN=alice,OU=eng,O=Quill Tests" -> "alice"; other DNs stay whole
-RULES = "RULE:^CN=([^,]+),OU=eng,O=Quill Tests$/$1/L,DEFAULT"
+# "CN=alice,OU=eng,O=Quill" -> "alice"; other DNs stay whole
+RULES = "RULE:^CN=([^,]+),OU=eng,O=Quill$/$1/L,DEFAULT"
 QUOTA = 100_000  # bytes/s
 KEY_PASSWORD = "keystore-secret"
+BROKER_HOSTS = ("localhost", "127.0.0.1")
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    pki = Pki(tmp_path_factory.mktemp("pki"))
-    pki.broker = pki.issue("broker", key_password=KEY_PASSWORD)
-    pki.alice = pki.issue("Alice", ou="eng")
-    pki.bob = pki.issue("bob", ou="ops")
-    pki.expired = pki.issue("old", ou="eng", expired=True)
-    pki.stranger = Pki(pki.dir / "other", "Other CA").issue("alice", ou="eng")
-    return pki
+    """The stack's CA code (quill_stack/tls.py) makes the certificates; the stranger's
+    CA is another one."""
+    pki_dir = tmp_path_factory.mktemp("pki")
+    return SimpleNamespace(
+        dir=pki_dir,
+        ca_file=pki_dir / "ca.crt",
+        broker=tls.issue(pki_dir, "broker", BROKER_HOSTS, key_password=KEY_PASSWORD),
+        alice=tls.issue(pki_dir, "Alice", ou="eng"),
+        bob=tls.issue(pki_dir, "bob", ou="ops"),
+        expired=tls.issue(pki_dir, "old", ou="eng", expired=True),
+        stranger=tls.issue(pki_dir / "other", "alice", ou="eng"),
+    )
 
 
 @pytest.fixture(scope="module")

@@ -141,7 +141,18 @@ def test_scram_server_against_scramp_client(mechanism):
 @pytest.mark.parametrize(
     ("props", "named"),
     [
-        ({"connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms"),
+        (
+            {
+                "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "-1",
+            },
+            "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms",
+        ),
+        (
+            {"listener.name.plaintext.gssapi.connections.max.reauth.ms": "1000"},
+            "listener.name.plaintext.gssapi",
+        ),
         ({"listener.name.plaintext.ssl.cipher.suites": "x"}, "listener.name.plaintext"),
         ({"listener.name.nosuch.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.nosuch"),
         (
@@ -261,10 +272,9 @@ def test_pem_text_without_line_breaks_still_loads(tmp_path):
     """ssl.keystore.certificate.chain / .key / ssl.truststore.certificates as a
     properties file gives them after a backslash continuation: one line each."""
     from broker.security.ssl_factory import server_context
-    from tests.security_helpers import Pki
+    from quill_stack import tls
 
-    pki = Pki(tmp_path)
-    issued = pki.issue("broker")
+    issued = tls.issue(tmp_path, "broker", ("localhost",))
 
     def one_line(path) -> str:
         return " ".join(path.read_text().split("\n"))
@@ -275,7 +285,7 @@ def test_pem_text_without_line_breaks_still_loads(tmp_path):
             "ssl.keystore.certificate.chain": one_line(issued.cert),
             "ssl.keystore.key": one_line(issued.key),
             "ssl.truststore.type": "PEM",
-            "ssl.truststore.certificates": one_line(pki.ca_file),
+            "ssl.truststore.certificates": one_line(tmp_path / "ca.crt"),
             "ssl.client.auth": "required",
         }
     )

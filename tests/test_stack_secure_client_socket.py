@@ -2,9 +2,12 @@
 quill_stack.client_socket) on a real broker's SASL_PLAINTEXT listener: the SCRAM-SHA-512
 credentials that `python -m quill_stack.secure users` writes for the stack's admin log in,
 ListOffsets then answers as on the plaintext listener; PLAIN works too; a wrong password
-and a mechanism the listener does not offer are refused with the broker's words."""
+and a mechanism the listener does not offer are refused with the broker's words. The
+listener's sessions last 2 s (KIP-368): the console's socket opens a new one in time."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -18,11 +21,17 @@ pytestmark = pytest.mark.cluster
 
 TOPIC = "secure-socket"
 RECORDS = 7
+LIFETIME_MS = 2000
 
 
 @pytest.fixture(scope="module")
 def sasl_cluster(cluster_factory, tmp_path_factory):
-    cluster = sasl_listener_cluster(cluster_factory, "PLAIN,SCRAM-SHA-512", {"ops": "ops-secret"})
+    cluster = sasl_listener_cluster(
+        cluster_factory,
+        "PLAIN,SCRAM-SHA-512",
+        {"ops": "ops-secret"},
+        **{"listener.name.sasl_plaintext.connections.max.reauth.ms": str(LIFETIME_MS)},
+    )
     state_dir = tmp_path_factory.mktemp("secure-socket")
     assert secure.ensure_scram_users(state_dir, cluster.zk_connect) == ["broker", "admin"]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -56,6 +65,28 @@ def test_the_stack_admin_reads_offsets_over_scram(sasl_cluster, monkeypatch):
     try:
         call = wire.list_offsets_call({(TOPIC, 0): wire.LATEST, ("nope", 0): wire.LATEST})
         assert sock.pipeline([call])[0] == {(TOPIC, 0): RECORDS, ("nope", 0): None}
+    finally:
+        sock.close()
+
+
+def test_the_console_socket_outlives_its_sasl_sessions(sasl_cluster, monkeypatch):
+    """The broker closes a socket whose session ended at its next request; the console's
+    socket opens a new one 90% into each session, so no call fails."""
+    properties = sasl_cluster.state_dir / "ops.properties"
+    properties.write_text(
+        "".join(f"{k}={v}\n" for k, v in _conf("PLAIN", "ops", "ops-secret").items())
+    )
+    monkeypatch.setenv("QUILL_CLIENT_CONFIG", str(properties))
+    sock = wire.BrokerSocket(*sasl_cluster.sasl_address)
+    try:
+        call = wire.list_offsets_call({(TOPIC, 0): wire.LATEST})
+        first = None
+        for _ in range(3):
+            assert sock.pipeline([call])[0] == {(TOPIC, 0): RECORDS}
+            first = first or sock.sock
+            time.sleep(LIFETIME_MS / 1000 + 0.2)  # the session is over
+        assert sock.pipeline([call])[0] == {(TOPIC, 0): RECORDS}
+        assert sock.sock is not first  # renewed, not killed
     finally:
         sock.close()
 

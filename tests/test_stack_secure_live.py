@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -89,6 +92,37 @@ def test_admin_properties_produce_and_consume(secure):
             got.append((msg.offset(), msg.key(), msg.value()))
     consumer.close()
     assert got == [(i, b"k%d" % i, b"value-%d" % i) for i in range(10)]
+
+
+def test_kcat_with_the_admin_properties_file(secure):
+    """README's lines: Debian's kcat reads the stack's client-admin.properties with -F
+    (librdkafka's names: SASL_SSL, SCRAM-SHA-512, the admin's password, the stack's CA)
+    and produces and consumes over SASL_SSL."""
+    topic = f"kcat-{uuid.uuid4().hex[:6]}"
+    props = str(secure["dir"] / "client-admin.properties")
+    bin_dir = Path(sys.executable).parent
+    created = subprocess.run(
+        [bin_dir / "quill-topics", "--bootstrap-server", secure["bootstrap"]]
+        + ["--command-config", props, "--create", "--topic", topic],
+        capture_output=True,
+        timeout=120,
+    )
+    assert created.returncode == 0, created.stderr.decode()
+    kcat = ["kcat", "-F", props, "-b", secure["bootstrap"], "-t", topic]
+    produced = subprocess.run(
+        [*kcat, "-P", "-K:"], input=b"k1:one\nk2:two\nk3:three\n", capture_output=True, timeout=120
+    )
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = subprocess.run(
+        [*kcat, "-C", "-o", "beginning", "-c", "3", "-e", "-f", "%p %o %k %s\n"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout == b"0 0 k1 one\n0 1 k2 two\n0 2 k3 three\n"
+    listed = subprocess.run([*kcat[:5], "-L"], capture_output=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert f' topic "{topic}" with 1 partitions:'.encode() in listed.stdout
 
 
 def test_a_plaintext_client_and_a_wrong_password_are_refused(secure):

@@ -84,6 +84,7 @@ class BrokerCollector(Collector):
         yield from self._quotas()
         yield from self._zookeeper()
         yield from self._groups()
+        yield from self._fetch_sessions()
         yield from self._loop()
 
     # -- kafka.server:type=BrokerTopicMetrics --------------------------------------------
@@ -298,6 +299,24 @@ class BrokerCollector(Collector):
         offsets = sum(len(g.offsets) for g in groups)
         yield gauge(prefix + "numoffsets", "Committed offsets cached", offsets)
 
+    # -- kafka.server:type=FetchSessionCache -------------------------------------------
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        cache = getattr(self.server, "fetch_sessions", None)
+        sessions = list(cache.sessions.values()) if cache is not None else []
+        prefix = "kafka_server_fetchsessioncache_"
+        yield gauge(prefix + "numincrementalfetchsessions", "Fetch sessions cached", len(sessions))
+        yield gauge(
+            prefix + "numincrementalfetchpartitionscached",
+            "Partitions in the cached fetch sessions",
+            sum(len(s.partitions) for s in sessions),
+        )
+        evictions = CounterMetricFamily(
+            prefix + "incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room (IncrementalFetchSessionEvictionsPerSec)",
+        )
+        evictions.add_metric([], cache.evictions if cache is not None else 0)
+        yield evictions
+
     # -- kafka.network:type=SocketServer, and the event loop ----------------------------------
     def _loop(self) -> Iterator[Metric]:
         loop = self.metrics.loop
@@ -318,3 +337,30 @@ class BrokerCollector(Collector):
         )
         connections.add_metric(["PLAINTEXT", "0"], len(self.server.sockets.connections))
         yield connections
+        yield from self._authentication()
+
+    def _authentication(self) -> Iterator[Metric]:
+        """kafka.server:type=socket-server-metrics,listener=L: SASL authentications and
+        KIP-368 re-authentications per listener (one network processor: ours is 0)."""
+        securities = getattr(self.server, "listener_security", {}).values()
+        stats = [(s.name, s.sasl.stats) for s in securities if s.sasl is not None]
+        prefix = "kafka_server_socket_server_metrics_"
+        for attr, name in (
+            ("successful_authentication", "successful_authentication_total"),
+            ("successful_authentication_no_reauth", "successful_authentication_no_reauth_total"),
+            ("failed_authentication", "failed_authentication_total"),
+            ("successful_reauthentication", "successful_reauthentication_total"),
+            ("failed_reauthentication", "failed_reauthentication_total"),
+            ("expired_connections_killed", "expired_connections_killed_count"),
+        ):
+            doc, labels = (
+                f"Kafka's {name.replace('_', '-')} of SASL listeners",
+                ["listener", "networkProcessor"],
+            )
+            if name.endswith("_total"):
+                family = CounterMetricFamily(prefix + name[: -len("_total")], doc, labels=labels)
+            else:
+                family = GaugeMetricFamily(prefix + name, doc, labels=labels)
+            for listener, stat in stats:
+                family.add_metric([listener, "0"], getattr(stat, attr))
+            yield family

@@ -30,6 +30,7 @@ def parse_plain_token(token: bytes) -> tuple[str, str, str]:
 
 class PlainServer:
     mechanism = "PLAIN"
+    credential_expiration_ms = None  # PLAIN passwords do not expire (KIP-368)
 
     def __init__(self, users: dict[str, str]) -> None:
         self._users = users

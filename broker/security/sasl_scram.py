@@ -20,6 +20,8 @@ def _saslname(name: str) -> str:
 
 
 class ScramServer:
+    credential_expiration_ms = None  # only delegation tokens expire, and Quill has none
+
     def __init__(self, mechanism: str, credentials: CredentialCache) -> None:
         self.mechanism = mechanism
         self._credentials = credentials

@@ -7,8 +7,10 @@ and the JAAS login module of a mechanism only that way:
 user_alice="alice-secret";``. PLAIN's users come from that config; SCRAM's from
 ZooKeeper (``/config/users/<user>``, through the CredentialCache). Start-up is refused,
 naming the key, for a mechanism Quill lacks (GSSAPI, OAUTHBEARER), PLAIN without a JAAS
-config, a TLS listener without a PEM keystore, an unknown ``listener.name.*`` key, and
-``connections.max.reauth.ms`` > 0 (KIP-368 re-authentication is not implemented).
+config, a TLS listener without a PEM keystore, and an unknown ``listener.name.*`` key.
+``connections.max.reauth.ms`` (KIP-368) may be set per listener and per mechanism:
+``listener.name.<listener>.<mechanism>.connections.max.reauth.ms`` wins over
+``listener.name.<listener>.connections.max.reauth.ms``, which wins over the broker's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..security.credential_cache import CredentialCache
 from ..security.jaas import JaasConfig, parse_jaas_config
 from ..security.principal import KafkaPrincipal
 from ..security.principal_mapping import SslPrincipalMapper
+from ..security.reauth import SaslSession, SaslStats
 from ..security.sasl_plain import PlainServer
 from ..security.sasl_scram import ScramServer
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
@@ -46,6 +49,7 @@ LISTENER_KEYS = {
     if k.startswith(("ssl.", "sasl.")) and k != "sasl.mechanism.inter.broker.protocol"
 }
 JAAS_SUFFIX = ".sasl.jaas.config"
+REAUTH_KEY = "connections.max.reauth.ms"
 
 
 def _prefix(listener: str) -> str:
@@ -89,11 +93,16 @@ class ListenerSasl:
     enabled: list[str]
     plain_users: dict[str, str]
     credentials: CredentialCache
+    reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> its value
+    stats: SaslStats = field(default_factory=SaslStats)
 
     def server(self, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
         return ScramServer(mechanism, self.credentials)
+
+    def max_reauth_ms(self, mechanism: str) -> int:
+        return self.reauth_ms.get(mechanism, 0)
 
 
 @dataclass
@@ -110,10 +119,13 @@ class ListenerSecurity:
     def tls(self) -> bool:
         return self.ssl_context is not None
 
-    def authenticator(self, conn: Any, api_versions) -> SaslServerAuthenticator | None:
+    def authenticator(
+        self, conn: Any, api_versions, previous: SaslSession | None = None
+    ) -> SaslServerAuthenticator | None:
+        """The exchange that opens a connection, or (``previous``) re-authenticates it."""
         if self.sasl is None:
             return None
-        return SaslServerAuthenticator(self.sasl, api_versions, conn.peer, self.name)
+        return SaslServerAuthenticator(self.sasl, api_versions, conn.peer, self.name, previous)
 
     def ssl_principal(self, ssl_object: Any) -> KafkaPrincipal | None:
         """On an SSL listener: ``User:<mapped DN>`` of the client certificate, ANONYMOUS
@@ -164,8 +176,29 @@ def build_listener_security(
                     f"{_prefix(name)}plain{JAAS_SUFFIX} (PlainLoginModule with user_<name>=...)"
                 )
             users = jaas.plain_users()
-        sec.sasl = ListenerSasl(name, list(enabled), users, credentials)
+        reauth = {m: _max_reauth_ms(cfg, name, m) for m in enabled}
+        sec.sasl = ListenerSasl(name, list(enabled), users, credentials, reauth)
     return sec
+
+
+def _max_reauth_ms(cfg: BrokerConfig, listener: str, mechanism: str) -> int:
+    """KIP-368's connections.max.reauth.ms for one mechanism of a listener, as Kafka's
+    SaslChannelBuilder picks it: the mechanism's, the listener's, the broker's."""
+    for key in (
+        f"{_prefix(listener)}{mechanism.lower()}.{REAUTH_KEY}",
+        _prefix(listener) + REAUTH_KEY,
+    ):
+        raw = cfg.raw.get(key)
+        if raw is None:
+            continue
+        try:
+            value = KEYS[REAUTH_KEY].parse(raw)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {key}: a number >= 0")
+        return value
+    return cfg[REAUTH_KEY]
 
 
 def _has_prefixed(cfg: BrokerConfig, listener: str) -> bool:
@@ -175,28 +208,19 @@ def _has_prefixed(cfg: BrokerConfig, listener: str) -> bool:
 def check_security(cfg: BrokerConfig) -> None:
     """Start-up checks of the security keys; the listeners' contexts are built here once
     so a bad keystore stops start-up with the key named."""
-    if cfg["connections.max.reauth.ms"] > 0:
-        raise ConfigError(
-            f"Unsupported configuration connections.max.reauth.ms="
-            f"{cfg['connections.max.reauth.ms']}: KIP-368 re-authentication is not "
-            "implemented; remove it or set 0"
-        )
     names = {e.name.lower() for e in cfg.endpoints.bind}
     for key in (k for k in cfg.raw if k.startswith("listener.name.")):
         rest = key[len("listener.name.") :]
         listener, _, sub = rest.partition(".")
         ok = listener in names and (
-            sub in LISTENER_KEYS
-            or (
-                sub.endswith(JAAS_SUFFIX)
-                and sub[: -len(JAAS_SUFFIX)].upper() in SUPPORTED_MECHANISMS
-            )
+            sub in LISTENER_KEYS or sub == REAUTH_KEY or _mechanism_key(sub) in SUPPORTED_MECHANISMS
         )
         if not ok:
             raise ConfigError(
                 f"Unsupported configuration {key}: Quill takes listener.name.<listener>.<key> "
                 f"for a listener in listeners ({', '.join(sorted(names))}) and the ssl.*/sasl.* "
-                "keys, or <mechanism>.sasl.jaas.config"
+                f"keys, {REAUTH_KEY}, or <mechanism>.sasl.jaas.config and "
+                f"<mechanism>.{REAUTH_KEY}"
             )
     securities = listener_securities(cfg, CredentialCache())
     inter = next(e for e in cfg.endpoints.advertised if e.name == cfg.endpoints.inter_broker)
@@ -216,6 +240,15 @@ def check_security(cfg: BrokerConfig) -> None:
                 f"{_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
                 'own username="..." password="..."'
             )
+
+
+def _mechanism_key(sub: str) -> str | None:
+    """The mechanism of a ``<mechanism>.sasl.jaas.config`` or
+    ``<mechanism>.connections.max.reauth.ms`` listener key, upper-cased; else None."""
+    for suffix in (JAAS_SUFFIX, "." + REAUTH_KEY):
+        if sub.endswith(suffix):
+            return sub[: -len(suffix)].upper()
+    return None
 
 
 def listener_securities(

@@ -28,7 +28,9 @@ Each listener may bring a ``ListenerSecurity`` (``listener_security.py``): a TLS
 file regions are copied through TLS, sendfile stays for plaintext), the principal of a
 client certificate, and a SASL authenticator that sees every frame until the exchange
 completes (no other request is served before, and frames are limited to Kafka's
-``sasl.server.max.receive.size`` then).
+``sasl.server.max.receive.size`` then). A session with a lifetime (KIP-368,
+``security/reauth.py``) may re-authenticate with a new SaslHandshake; once expired, the
+next other request closes the connection.
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ class Security(Protocol):
     @property
     def tls(self) -> bool: ...
 
-    def authenticator(self, conn: Connection, api_versions: Handler) -> Any: ...
+    def authenticator(
+        self, conn: Connection, api_versions: Handler, previous: Any = None
+    ) -> Any: ...
 
     def ssl_principal(self, ssl_object: Any) -> Any: ...
 
@@ -141,6 +145,7 @@ class Connection(asyncio.Protocol):
         self.security = security
         self.principal = ANONYMOUS  # replaced by the user a SASL exchange authenticates
         self.authenticator = None  # a SASL listener's exchange, until it completes
+        self.session = None  # a SASL session with a lifetime (KIP-368), once authenticated
         self.transport: asyncio.Transport | None = None
         self.ip = ip
         self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas
@@ -277,6 +282,10 @@ class Connection(asyncio.Protocol):
                 self._handling = True
                 started = time.perf_counter_ns()
                 auth = self.authenticator
+                if auth is None and self.session is not None:
+                    auth = self._check_session(frame)
+                    if self._closed:
+                        return
                 raw = auth is not None and auth.raw_tokens  # a bare SASL token, no Kafka header
                 try:
                     if auth is None:
@@ -290,6 +299,7 @@ class Connection(asyncio.Protocol):
                     self._handling = False
                 if auth is not None and (auth.complete or auth.failed):
                     self.authenticator = None
+                    self.session = auth.session
                     if auth.failed:
                         await self._close_after(response, auth.failed)
                         return
@@ -313,6 +323,23 @@ class Connection(asyncio.Protocol):
         except Exception:  # a bug in a handler: drop this client, keep the broker
             log.exception("unexpected error serving %s; closing the connection", self.peer)
             self.abort("internal error")
+
+    def _check_session(self, frame: bytes) -> Any:
+        """KIP-368, before a request of an authenticated SASL session with a lifetime:
+        a SaslHandshake starts a re-authentication (its authenticator is returned);
+        any other request after the session expired closes the connection."""
+        session, now = self.session, time.monotonic_ns()
+        if session.starts_reauthentication(frame, now):
+            session.reauth_started_ns = now
+            self.authenticator = self.security.authenticator(self, self.server.handler, session)
+            return self.authenticator
+        if session.expired(now):
+            session.stats.expired_connections_killed += 1
+            self.abort(
+                f"SASL session of {session.principal} expired {session.lifetime_ms} ms after "
+                "authentication without re-authentication (connections.max.reauth.ms)"
+            )
+        return None
 
     def _drop_outbox(self) -> None:
         for item, _times in self._outbox:

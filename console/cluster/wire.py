@@ -19,6 +19,7 @@ import itertools
 import socket
 import struct
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,7 @@ class BrokerSocket:
     def __init__(self, host: str, port: int):
         self.address = (host, int(port))
         self.sock: socket.socket | None = None
+        self.renew_at: float | None = None  # its SASL session ends soon after (KIP-368)
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
 
@@ -98,8 +100,10 @@ class BrokerSocket:
         connection); each answer decoded by its call (raw response without one)."""
         with self.lock:
             try:
+                if self.renew_at is not None and time.monotonic() >= self.renew_at:
+                    self.close()  # a new socket, a new session: the broker ends the old one
                 if self.sock is None:
-                    self.sock = client_socket.connect(self.address, TIMEOUT_S)
+                    self.sock, self.renew_at = client_socket.open_session(self.address, TIMEOUT_S)
                 ids = []
                 for call in calls:
                     frame = bytearray(call.frame)
@@ -122,6 +126,7 @@ class BrokerSocket:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        self.renew_at = None
 
 
 _sockets: dict[tuple[str, int], BrokerSocket] = {}

@@ -11,7 +11,7 @@ to nothing. Epoch -1 is the old sessionless full fetch.
 Kafka's rules: an unknown session id is FETCH_SESSION_ID_NOT_FOUND, an epoch other
 than the one expected is INVALID_FETCH_SESSION_EPOCH (the fetcher then starts over
 with a full fetch); at most ``max.incremental.fetch.session.cache.slots`` (Kafka's
-default, 1000) sessions live at once, the least recently used making room.
+default, 1000) sessions live at once (eviction below).
 
 A follower's session also keeps the partitions that rest: found idle in an earlier
 round (the follower in the ISR, at the log end, having heard everything) and untouched
@@ -19,12 +19,21 @@ since (the Partition tells the session when it appends, moves its HW or changes 
 A round skips them, and their followers count as caught up at the session's last
 fetch; every REST_REFRESH_MS they are all looked at again (a log start offset moved by
 retention tells no one).
+
+When the cache is full, a new session makes room as Kafka's FetchSessionCache.tryEvict
+decides: first a stale session (unused for more
+than 120 s, Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS); otherwise the least
+valuable evictable one, ordered (privileged, partition count, id), if the new one is
+worth at least as much. Followers' sessions are privileged: a consumer's session never
+displaces one, and a follower may displace any consumer's. Sessions younger than 120 s
+cannot be displaced by a consumer's. With nothing evictable the new session is refused:
+the full fetch is answered with session id 0 (sessionless).
 """
 
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +43,7 @@ from ...replica.partition import ParkedFetches
 FINAL_EPOCH = -1  # sessionless (or: close the session named)
 INITIAL_EPOCH = 0  # a full fetch that opens a session
 MAX_SESSIONS = 1000  # Kafka's max.incremental.fetch.session.cache.slots default
+EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (a constant there too)
 TopicPartition = tuple[str, int]
 REST_REFRESH_MS = 5000  # a follower's resting partitions are all looked at again this often
 
@@ -81,6 +91,13 @@ class FetchSession:
     last_fetch_ms: int = 0  # the follower's latest fetch in this session
     rested_since_ms: int = 0  # when the resting set was last emptied (REST_REFRESH_MS)
     parked: ParkedFetches = field(default_factory=ParkedFetches)  # its parked fetch
+    privileged: bool = False  # a follower's session
+    created_ms: float = 0.0
+    last_used_ms: float = 0.0
+    # as of the last use (Kafka's touch): its EvictableKey, and who may evict it
+    key: tuple[bool, int, int] = (False, 0, 0)
+    by_privileged: bool = False  # a follower's new session may evict it
+    by_all: bool = False  # any new session may evict it
 
     def by_topic(self) -> list[tuple[str, list[SessionPartition]]]:
         """The session's partitions by topic, in the session's order, but those resting."""
@@ -161,15 +178,20 @@ def _next_epoch(epoch: int) -> int:
 
 
 class FetchSessionCache:
-    """The broker's fetch sessions, least recently used first."""
+    """The broker's fetch sessions; when full, Kafka's eviction rules (module docstring)."""
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, max_sessions: int = MAX_SESSIONS, eviction_ms: int = EVICTION_MS) -> None:
         self.max_sessions = max_sessions
-        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self.eviction_ms = eviction_ms
+        self.sessions: dict[int, FetchSession] = {}
+        self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec count
 
-    def begin(self, req: Any) -> tuple[ErrorCode, FetchSession | None, bool]:
+    def begin(
+        self, req: Any, now_ms: float | None = None
+    ) -> tuple[ErrorCode, FetchSession | None, bool]:
         """Resolve a fetch request against the cache: (error, session or None for a
         sessionless fetch, whether the request is incremental)."""
+        now = time.monotonic() * 1000 if now_ms is None else now_ms
         session_id = getattr(req, "session_id", 0)
         epoch = getattr(req, "session_epoch", FINAL_EPOCH)
         if epoch == FINAL_EPOCH:
@@ -179,27 +201,65 @@ class FetchSessionCache:
         if epoch == INITIAL_EPOCH:
             if session_id:
                 self.sessions.pop(session_id, None)
-            session = self._create()
+            privileged = getattr(req, "replica_id", -1) >= 0
+            size = sum(len(t.partitions) for t in req.topics)
+            session = self._create(privileged, size, now)
             if session is not None:
                 session.update(req)
+                self._touch(session, now)
             return ErrorCode.none, session, False
         session = self.sessions.get(session_id)
         if session is None:
             return ErrorCode.fetch_session_id_not_found, None, True
         if epoch != session.epoch:
             return ErrorCode.invalid_fetch_session_epoch, None, True
-        self.sessions.move_to_end(session_id)
         session.epoch = _next_epoch(epoch)
         session.update(req)
+        self._touch(session, now)
         return ErrorCode.none, session, True
 
-    def _create(self) -> FetchSession | None:
+    def _touch(self, session: FetchSession, now: float) -> None:
+        """Kafka's touch: the session was used; who may evict it from now on."""
+        session.last_used_ms = now
+        session.key = (session.privileged, len(session.partitions), session.id)
+        old = now - session.created_ms > self.eviction_ms
+        session.by_privileged = not session.privileged or old
+        session.by_all = old
+
+    def _create(self, privileged: bool, size: int, now: float) -> FetchSession | None:
         if self.max_sessions <= 0:
             return None  # as Kafka with no slots: a full fetch, session id 0
-        while len(self.sessions) >= self.max_sessions:
-            self.sessions.popitem(last=False)
+        if len(self.sessions) >= self.max_sessions and not self._try_evict(
+            privileged, (privileged, size, 0), now
+        ):
+            return None  # nothing may make room: refused, the fetch goes sessionless
         session_id = random.randrange(1, 1 << 31)  # as Kafka: random, so not guessable
         while session_id in self.sessions:
             session_id = random.randrange(1, 1 << 31)
-        session = self.sessions[session_id] = FetchSession(session_id, _next_epoch(0))
+        session = FetchSession(session_id, _next_epoch(0), privileged=privileged, created_ms=now)
+        self.sessions[session_id] = session
         return session
+
+    def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now: float) -> bool:
+        """Kafka's FetchSessionCache.tryEvict: the least recently used session if it is
+        stale, else the lowest-keyed session the newcomer may evict, if the newcomer's
+        key is not lower."""
+        if not self.sessions:
+            return False
+        lru = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now - lru.last_used_ms > self.eviction_ms:
+            return self._evict(lru)
+        evictable = [
+            s for s in self.sessions.values() if (s.by_privileged if privileged else s.by_all)
+        ]
+        if not evictable:
+            return False
+        victim = min(evictable, key=lambda s: s.key)
+        if key < victim.key:
+            return False
+        return self._evict(victim)
+
+    def _evict(self, session: FetchSession) -> bool:
+        del self.sessions[session.id]
+        self.evictions += 1
+        return True

@@ -3,7 +3,9 @@
 On a SASL listener the exchange itself is run by the connection's
 SaslServerAuthenticator (``broker/security/authenticator.py``) before any request reaches
 KafkaApis; these handlers answer what comes after it, or on a listener without SASL,
-as Kafka's KafkaApis does (re-authentication, KIP-368, is not implemented).
+as Kafka's KafkaApis does. A re-authentication (KIP-368) never reaches them: the
+connection hands a SaslHandshake of a session with a lifetime to a new authenticator;
+without a lifetime (connections.max.reauth.ms=0) it lands here.
 """
 
 from __future__ import annotations
