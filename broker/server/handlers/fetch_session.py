@@ -17,8 +17,8 @@ A follower's session also keeps the partitions that rest: found idle in an earli
 round (the follower in the ISR, at the log end, having heard everything) and untouched
 since (the Partition tells the session when it appends, moves its HW or changes state).
 A round skips them, and their followers count as caught up at the session's last
-fetch; every REST_REFRESH_MS they are all looked at again (a log start offset moved by
-retention tells no one).
+fetch; each is looked at again within REST_REFRESH_MS, a share of them every round (a
+log start offset moved by retention tells no one).
 
 When the cache is full, a new session makes room as Kafka's FetchSessionCache.tryEvict
 decides: first a stale session (unused for more
@@ -32,6 +32,7 @@ the full fetch is answered with session id 0 (sessionless).
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ class FetchSession:
     active: dict[TopicPartition, None] = field(default_factory=dict)
     replica_id: int = -1  # the follower's broker id
     last_fetch_ms: int = 0  # the follower's latest fetch in this session
-    rested_since_ms: int = 0  # when the resting set was last emptied (REST_REFRESH_MS)
+    refresh_credit: float = 0.0  # resting partitions owed a look (REST_REFRESH_MS), fractional
     parked: ParkedFetches = field(default_factory=ParkedFetches)  # its parked fetch
     privileged: bool = False  # a follower's session
     created_ms: float = 0.0
@@ -122,14 +123,23 @@ class FetchSession:
 
     def follower_round(self, replica_id: int, now: int) -> None:
         """Follower ``replica_id``'s incremental fetch arrived at ``now``: its resting
-        partitions count as fetched (and caught up) now; all of them are looked at
-        again after REST_REFRESH_MS."""
+        partitions count as fetched (and caught up) now. Each one is looked at again
+        within REST_REFRESH_MS: every round wakes the longest-resting share of them in
+        proportion to the time since the last round, so with 10,000 resting partitions
+        no single round reads them all (that round stalled the loop for ~100 ms)."""
         self.replica_id = replica_id
+        elapsed = now - self.last_fetch_ms
         self.last_fetch_ms = now
-        if now - self.rested_since_ms >= REST_REFRESH_MS:
-            for key in list(self.resting):
+        resting = self.resting
+        if not resting:
+            self.refresh_credit = 0.0
+            return
+        due = self.refresh_credit + len(resting) * max(elapsed, 0) / REST_REFRESH_MS
+        count = min(int(due), len(resting))
+        self.refresh_credit = due - count if count < len(resting) else 0.0
+        if count:
+            for key in list(itertools.islice(resting, count)):  # rested first, woken first
                 self._leave_rest(key)
-            self.rested_since_ms = now
 
     def _leave_rest(self, key: TopicPartition) -> None:
         """The follower named or forgot ``key``: it stops resting, its follower state
