@@ -214,3 +214,36 @@ def test_only_logs_that_rolled_are_flushed_by_the_tick(tmp_path) -> None:
     assert rolling.recovery_point == rolling.active_segment.base_offset
     assert quiet.recovery_point == 0  # flush.ms is Kafka's default (never): untouched
     m.close()
+
+
+def test_checkpoint_job_writes_from_a_thread_and_never_after_close(tmp_path) -> None:
+    """The chores hand the due checkpoint files to a worker thread (checkpoint_job):
+    it writes the offsets the logs have when it runs, and a job that runs after close
+    wrote the final files writes nothing (a stale write would undo close's)."""
+    import threading
+
+    m = LogManager([tmp_path / "a"], config(), now_ms=0)
+    lg = m.get_or_create_log("t", 0)
+    lg.append_as_leader(batch(4), now_ms=1)
+    due: list[str] = []
+    m.tick(now_ms=10**12, checkpoints=due)  # everything is due this far on
+    assert sorted(due) == [
+        "log-start-offset-checkpoint",
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ]
+    job = m.checkpoint_job(due)
+    lg.high_watermark = 4  # moved after the job was made: the job reads it when it runs
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(job()))
+    worker.start()
+    worker.join(30)
+    assert result == [[]]  # no failures
+    hw_file = tmp_path / "a" / "replication-offset-checkpoint"
+    assert hw_file.read_text().splitlines() == ["0", "1", "t 0 4"]
+    late = m.checkpoint_job(["replication-offset-checkpoint"])
+    lg.high_watermark = 2  # what close finds is final, whatever a late job would read
+    m.close()
+    inode = hw_file.stat().st_ino
+    assert late() == []
+    assert hw_file.stat().st_ino == inode and hw_file.read_text().splitlines()[2] == "t 0 2"

@@ -20,9 +20,10 @@ import fcntl
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, ValuesView
+from collections.abc import Callable, Iterator, Mapping, ValuesView
 from pathlib import Path
 
 from broker.log.checkpoint import (
@@ -54,6 +55,25 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
 TopicPartition = tuple[str, int]
+
+
+def _recovery_point(lg: Log) -> int:
+    return lg.recovery_point
+
+
+def _log_start_offset(lg: Log) -> int:
+    return lg.log_start_offset
+
+
+def _high_watermark(lg: Log) -> int:
+    return lg.high_watermark
+
+
+_CHECKPOINT_VALUES = {
+    RECOVERY_POINT_CHECKPOINT: _recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: _log_start_offset,
+    REPLICATION_OFFSET_CHECKPOINT: _high_watermark,
+}
 
 
 class LogDirLockedError(RuntimeError):
@@ -149,6 +169,8 @@ class LogManager:
         except BaseException:
             self._release_locks()
             raise
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoints_final = False  # close wrote the last ones
         self.closed = False
 
     @classmethod
@@ -482,8 +504,10 @@ class LogManager:
             return True
         return False
 
-    def tick(self, now_ms: int | None = None) -> None:
-        """Everything periodic that is due: flushes, retention, deletions, checkpoints."""
+    def tick(self, now_ms: int | None = None, checkpoints: list[str] | None = None) -> None:
+        """Everything periodic that is due: flushes, retention, deletions, checkpoints.
+        With ``checkpoints``, the names of the checkpoint files due are put there instead
+        of written here: the server writes them in a worker thread (checkpoint_job)."""
         now = _now_ms() if now_ms is None else now_ms
         self.flush_dirty_logs(now)
         if self._due("cleanup", now):
@@ -498,12 +522,16 @@ class LogManager:
         self.deleter.run(now)
         if self._doomed_dirs:
             self._delete_doomed_dirs(now)
-        if self._due("recovery", now):
-            self.checkpoint_recovery_points()
-        if self._due("start", now):
-            self.checkpoint_log_start_offsets()
-        if self._due("hw", now):
-            self.checkpoint_high_watermarks()
+        for key, name in (
+            ("recovery", RECOVERY_POINT_CHECKPOINT),
+            ("start", LOG_START_OFFSET_CHECKPOINT),
+            ("hw", REPLICATION_OFFSET_CHECKPOINT),
+        ):
+            if self._due(key, now):
+                if checkpoints is None:
+                    self._write_checkpoints(name, _CHECKPOINT_VALUES[name])
+                else:
+                    checkpoints.append(name)
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms elapsed, and segments rolled since the last call:
@@ -548,46 +576,80 @@ class LogManager:
                     self._dir_logs[lg.dir.parent][tp] = lg
         return {d: logs for d, logs in self._dir_logs.items() if d in self.online_dirs}
 
-    def checkpoint_plan(self, name: str, value) -> list[tuple[Path, dict[TopicPartition, int]]]:
+    def checkpoint_plan(
+        self, name: str, value, by_dir: dict[Path, dict[TopicPartition, Log]] | None = None
+    ) -> list[tuple[Path, dict[TopicPartition, int]]]:
         """What checkpoint file ``name`` needs written: (dir, offsets) for each online dir
         where one of ``value(log)`` moved since the file was last written (every dir the
-        first time). Reads the logs: call it on the thread that owns them."""
+        first time). ``by_dir``: the logs of each dir, as _by_dir gave them."""
         plan = []
-        for d, logs in self._by_dir().items():
+        for d, logs in (self._by_dir() if by_dir is None else by_dir).items():
             offsets = {tp: value(lg) for tp, lg in logs.items()}
             if self._written.get((d, name)) != offsets:
                 plan.append((d, offsets))
         return plan
 
     def write_checkpoint_files(
-        self, name: str, plan: list[tuple[Path, dict[TopicPartition, int]]]
+        self,
+        name: str,
+        plan: list[tuple[Path, dict[TopicPartition, int]]],
+        failed: list[tuple[Path, str]] | None = None,
     ) -> None:
         """Write checkpoint_plan's files (blocking: write, fsync, rename; touches no log).
         A full disk keeps the old file (the write is atomic) and is retried next time;
-        any other error takes the dir offline, as Kafka's LogDirFailureChannel does."""
+        any other error takes the dir offline, as Kafka's LogDirFailureChannel does (or,
+        with ``failed``, is put there for the loop to do it: see checkpoint_job)."""
         for d, offsets in plan:
             try:
                 OffsetCheckpointFile(d / name).write(offsets)
             except OSError as exc:
                 if is_disk_full(exc):
                     log.warning("cannot write %s in %s: %s; will retry", name, d, exc.strerror)
-                else:
+                elif failed is None:
                     self.failure_channel.fail(d, f"writing {name} failed: {exc}")
+                else:
+                    failed.append((d, f"writing {name} failed: {exc}"))
             else:
                 self._written[(d, name)] = offsets
 
-    def _write_checkpoints(self, name: str, value) -> None:
-        """One checkpoint file per online dir whose values changed."""
-        self.write_checkpoint_files(name, self.checkpoint_plan(name, value))
+    def _write_checkpoints(self, name: str, value, by_dir=None, failed=None) -> None:
+        """One checkpoint file per online dir whose values changed. Planned and written
+        under one lock, so of two writers (the chores' thread, close) the later one
+        computed its values later too; nothing is written after close's own checkpoint."""
+        with self._checkpoint_lock:
+            if not self._checkpoints_final:
+                plan = self.checkpoint_plan(name, value, by_dir)
+                self.write_checkpoint_files(name, plan, failed)
+
+    def checkpoint_job(self, names: list[str]) -> Callable[[], list[tuple[Path, str]]]:
+        """The checkpoint files ``names`` (from tick) as a blocking job for a worker
+        thread, so that a broker with 10,000 partitions does not stall its event loop
+        computing and writing them (Kafka writes them from its scheduler thread). The
+        logs of each dir are taken now, on the loop; the job reads their offsets, writes,
+        and returns the (dir, reason) failures: hand them to fail_dirs on the loop."""
+        by_dir = self._by_dir()
+
+        def job() -> list[tuple[Path, str]]:
+            failed: list[tuple[Path, str]] = []
+            for name in names:
+                self._write_checkpoints(name, _CHECKPOINT_VALUES[name], by_dir, failed)
+            return failed
+
+        return job
+
+    def fail_dirs(self, failed: list[tuple[Path, str]]) -> None:
+        """Take the dirs a checkpoint_job could not write offline (on the loop)."""
+        for d, reason in failed:
+            self.failure_channel.fail(d, reason)
 
     def checkpoint_recovery_points(self) -> None:
-        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, _recovery_point)
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, _log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
+        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, _high_watermark)
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks now."""
@@ -615,6 +677,8 @@ class LogManager:
             except (KafkaError, OSError) as exc:  # offline now: no clean-shutdown mark
                 log.error("closing %s: %s", lg.dir, exc)
         self.checkpoint()
+        with self._checkpoint_lock:  # a chores thread still running writes nothing now
+            self._checkpoints_final = True
         self.deleter.run_all()
         self._delete_doomed_dirs(0, force=True)
         for d in self.online_dirs:  # an offline or full dir recovers at the next start

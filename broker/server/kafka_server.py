@@ -436,7 +436,10 @@ class KafkaServer:
         while True:
             await asyncio.sleep(tick_s)
             try:
-                self.logs.tick()
+                due: list[str] = []
+                self.logs.tick(checkpoints=due)
                 self.replicas.shrink_lagging_isrs(self.config["replica.lag.time.max.ms"])
+                if due:  # checkpoint files: computed and written off the event loop
+                    self.logs.fail_dirs(await asyncio.to_thread(self.logs.checkpoint_job(due)))
             except Exception:
                 log.exception("log maintenance failed; will retry")
