@@ -39,6 +39,7 @@ from broker.protocol.records import (
 from broker.security.authenticator import SaslServerAuthenticator
 from broker.security.credential_cache import CredentialCache
 from broker.security.jaas import parse_jaas_config
+from broker.security.reauth import SaslStats
 from broker.security.sasl_errors import SaslAuthenticationError
 from broker.security.sasl_plain import PlainServer
 from broker.security.sasl_scram import ScramServer
@@ -317,11 +318,17 @@ class _Listener:
     """The SASL side of a listener with every mechanism, as ListenerSasl offers it."""
 
     enabled = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    stats = SaslStats()
 
     def server(self, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer({SASL_USER: SASL_PASSWORD})
         return ScramServer(mechanism, _scram_credentials())
+
+    def max_reauth_ms(self, mechanism: str) -> int:
+        """connections.max.reauth.ms (KIP-368): SCRAM sessions get a lifetime, PLAIN
+        none, so both ways of completing are run."""
+        return 0 if mechanism == "PLAIN" else 3_600_000
 
 
 class _Conn:
