@@ -104,6 +104,12 @@ def test_kafka_python_group(broker):
             heartbeat_interval_ms=300,
         )
         consumer.subscribe([topic], listener=Listener(name))
+        # kafka-python 3.0.12 loses the leader's join result when a rejoin that only
+        # its metadata snapshot asked for outlasts poll()'s timeout: the leader then
+        # never applies its assignment and never heartbeats again. That rejoin happens
+        # when the first assignment was made before the topic's metadata arrived, so
+        # each member learns the partitions before it joins.
+        assert consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
         while not stop.is_set():
             for records in consumer.poll(timeout_ms=100).values():
                 got[name].extend(r.value for r in records)
@@ -112,11 +118,15 @@ def test_kafka_python_group(broker):
     threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in got]
     for t in threads:
         t.start()
-    wait_until(lambda: set().union(*got.values()) >= sent, what="every record to be read")
-    wait_until(lambda: all(len(ownership.of(n)) == 2 for n in got), what="2 partitions per member")
-    stop.set()
-    for t in threads:
-        t.join(30)
+    try:
+        wait_until(lambda: set().union(*got.values()) >= sent, what="every record to be read")
+        wait_until(
+            lambda: all(len(ownership.of(n)) == 2 for n in got), what="2 partitions per member"
+        )
+    finally:  # a failed wait must not leave consumers polling through the later tests
+        stop.set()
+        for t in threads:
+            t.join(30)
     assert ownership.violations == []
 
 
