@@ -89,6 +89,10 @@ REQUIRED = {
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
     "process_open_fds",
+    "python_gc_collections_total",
+    "python_gc_pause_seconds_total",
+    "python_gc_pause_seconds_max",
+    "python_gc_objects_frozen",
     "quill_event_loop_lag_seconds",
 }
 QUOTA_NAMES = {
@@ -196,6 +200,8 @@ def test_output_parses_and_holds_every_listed_name(cluster3):
         if name.startswith("kafka_network_requestmetrics_") and name.endswith("timems")
     ]
     assert timers and all(v >= 0 for _n, _l, v in timers), [t for t in timers if t[2] < 0]
+    # the broker froze its start-up objects out of full collections (broker.server.heap)
+    assert value(cluster3.broker(1).metrics_port, "python_gc_objects_frozen") > 10_000
     ports = [b.metrics_port for b in cluster3.brokers]
     active = [value(p, "kafka_controller_kafkacontroller_activecontrollercount") for p in ports]
     assert sorted(active) == [0, 0, 1]

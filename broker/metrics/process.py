@@ -1,4 +1,5 @@
-"""Process metrics under prometheus_client's names (``process_*``), cheap per scrape.
+"""Process metrics under prometheus_client's names (``process_*``, ``python_gc_*``),
+cheap per scrape.
 
 prometheus_client's ProcessCollector lists ``/proc/self/fd`` on every scrape; a broker
 keeps an fd per open segment file, so at 10,000 partitions that listing alone was a
@@ -9,6 +10,7 @@ large share of a scrape's CPU. Here the open-fd count is refreshed at most every
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import time
@@ -59,4 +61,70 @@ class ProcessMetrics(Collector):
             "process_start_time_seconds",
             "When the broker started, Unix time",
             value=self.start_time,
+        )
+
+
+class GcPauses:
+    """Collections and their pause time per generation, from ``gc.callbacks`` (Python's
+    counterpart of the JVM's GC pause metrics)."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self.max_seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def install(self) -> None:
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+
+    def uninstall(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        gen = info["generation"]
+        took = time.perf_counter() - self._started
+        self.count[gen] += 1
+        self.seconds[gen] += took
+        if took > self.max_seconds[gen]:
+            self.max_seconds[gen] = took
+
+
+class GcMetrics(Collector):
+    """CPython's collector: collections and their pauses per generation (GcPauses),
+    and how many objects are frozen out of it (broker.server.heap)."""
+
+    def __init__(self, pauses: GcPauses) -> None:
+        self.pauses = pauses
+
+    def collect(self) -> Iterator[Metric]:
+        p = self.pauses
+        count = CounterMetricFamily(
+            "python_gc_collections", "Collections per generation", labels=["generation"]
+        )
+        seconds = CounterMetricFamily(
+            "python_gc_pause_seconds",
+            "Time the process stood still in collections, per generation",
+            labels=["generation"],
+        )
+        longest = GaugeMetricFamily(
+            "python_gc_pause_seconds_max",
+            "Longest single collection since the broker started, per generation",
+            labels=["generation"],
+        )
+        for gen in range(3):
+            count.add_metric([str(gen)], p.count[gen])
+            seconds.add_metric([str(gen)], p.seconds[gen])
+            longest.add_metric([str(gen)], p.max_seconds[gen])
+        yield count
+        yield seconds
+        yield longest
+        yield GaugeMetricFamily(
+            "python_gc_objects_frozen",
+            "Long-lived objects frozen out of full collections (gc.freeze)",
+            value=gc.get_freeze_count(),
         )

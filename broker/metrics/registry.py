@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from .collector import BrokerCollector
 from .partitions import LogGaugeRenderer
-from .process import ProcessMetrics
+from .process import GcMetrics, GcPauses, ProcessMetrics
 from .runtime import LoopMonitor, ZkStats
 from .stats import (
     NULL_PURGATORY_STATS,
@@ -36,9 +36,12 @@ class BrokerMetrics:
         self.leader_elections = Timer()
         self.zk = ZkStats()
         self.loop = LoopMonitor()
+        self.gc = GcPauses()
         self.registry = CollectorRegistry(auto_describe=False)
         if enabled:
+            self.gc.install()
             self.registry.register(ProcessMetrics())
+            self.registry.register(GcMetrics(self.gc))
             self.registry.register(BrokerCollector(self))
         self._logs = LogGaugeRenderer()
 

@@ -76,6 +76,8 @@ class ReplicaManager:
         self.in_metadata = in_metadata  # does the cluster's metadata know this partition?
         self._counts = PartitionCounts(self)
         self.produce_expiry = ExpiryBuckets()  # timeouts of waiting acks=all produces
+        #: told when a partition comes (False) or goes (True): the heap is frozen again
+        self.on_partitions_changed: Callable[[bool], None] = lambda removed: None
         #: held by LeaderAndIsr and StopReplica: the logs create_logs makes on threads
         #: must not be made again (or stopped) by the next request meanwhile
         self.state_change_lock = asyncio.Lock()
@@ -119,6 +121,7 @@ class ReplicaManager:
         if part is None:
             part = Partition(topic, index, self.broker_id)
             self.partitions[key] = part
+            self.on_partitions_changed(False)
         if part.log is None:
             part.log = self.logs.get_or_create_log(topic, index, self.topic_config(topic))
         if part.log.offline:  # Kafka answers KAFKA_STORAGE_ERROR: no leading, no following
@@ -198,6 +201,7 @@ class ReplicaManager:
         self.fetchers.remove_partition((topic, index))
         part = self.partitions.pop((topic, index), None)
         if part is not None:
+            self.on_partitions_changed(True)
             was_leader, old_epoch = part.is_leader, part.leader_epoch
             part.state = None
             part.wake_waiters()

@@ -39,6 +39,7 @@ from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 from .handlers.fetch_session import FetchSessionCache
+from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
 from .metadata_cache import MetadataCache
 from .network import SocketServer
@@ -59,6 +60,7 @@ class KafkaServer:
         self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.heap: HeapFreezer | None = None
         self.cluster_sync: ClusterSync | None = None
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
@@ -211,6 +213,8 @@ class KafkaServer:
             self._write_isr,
             self._in_metadata,
         )
+        self.heap = HeapFreezer(loop)
+        self.replicas.on_partitions_changed = self.heap.partitions_changed
         self.group_coordinator = GroupCoordinator(
             cfg.broker_id, self.replicas, GroupCoordinatorConfig.from_broker(cfg)
         )
@@ -276,6 +280,7 @@ class KafkaServer:
         )
         self.zk.keep_registered(info)
         self.controller.start()
+        self.heap.freeze()  # what start-up made lives as long as the broker
         log.info(
             "broker %d started in %.2fs (cluster id %s, %d partition logs)",
             cfg.broker_id,
@@ -419,6 +424,8 @@ class KafkaServer:
             self.metrics.loop.stop()
             await self.metrics_server.close()
         await asyncio.to_thread(self.zk.close)
+        if self.heap is not None:
+            self.heap.close()
         if self.logs is not None:
             self.logs.close()
         log.info("broker %d stopped cleanly", self.config.broker_id)
