@@ -16,6 +16,38 @@ from tests.test_cluster_replication import FAST, _read_all, _wait
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
+SETTLED_S = 3.0
+
+
+def _snapshot(zk, bootstrap: str, topic: str):
+    """Who is registered (and by which session), the controller, and each partition's
+    leader; None while any of them is missing."""
+    try:
+        ids = sorted(zk.get_children("/brokers/ids"))
+        owners = [zk.exists(f"/brokers/ids/{i}").ephemeralOwner for i in ids]
+        controller = zk.get("/controller")[0]
+        meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+    except Exception:  # a session moving, a broker between registrations
+        return None
+    parts = meta.topics[topic].partitions
+    leaders = sorted((p, parts[p].leader) for p in parts)
+    if len(ids) != 3 or len(leaders) != 2 or any(leader < 0 for _p, leader in leaders):
+        return None
+    return ids, owners, controller, leaders
+
+
+def _settled(zk, bootstrap: str, topic: str):
+    seen = {"state": None, "since": 0.0}
+
+    def check() -> bool:
+        state = _snapshot(zk, bootstrap, topic)
+        if state is None or state != seen["state"]:
+            seen.update(state=state, since=time.monotonic())
+            return False
+        return time.monotonic() - seen["since"] >= SETTLED_S
+
+    return check
+
 
 def test_zookeeper_restart_loses_nothing(tmp_path):
     state = tmp_path / "zookeeper"
@@ -39,13 +71,10 @@ def test_zookeeper_restart_loses_nothing(tmp_path):
         proc.start()
         proc.wait_healthy()
         zk = cluster.zk_client()
-        _wait(
-            lambda: len(zk.get_children("/brokers/ids")) == 3,
-            timeout=60,
-            what="all brokers registered again",
-        )
-        _wait(lambda: zk.exists("/controller"), timeout=30, what="a controller")
-        time.sleep(2.0)
+        # ZooKeeper restores the old sessions and their ephemeral znodes when it comes
+        # back, so three ids and a /controller can be the old ones, about to expire.
+        # Recovered means: the same registrations, controller and leaders for 3 s in a row.
+        _wait(_settled(zk, cluster.bootstrap, topic), timeout=90, what="the cluster to settle")
         producer.stop(150)
         acked = producer.all_acked()
         assert not producer.failures, producer.failures[:3]
