@@ -4,7 +4,7 @@ A full (generation 2) collection walks every container object the process holds,
 a broker's are mostly long-lived: partitions, logs, segments, indexes, the metadata
 cache, the loaded modules. Measured under ``bench/acks_all.py`` (three brokers, acks=all,
 linger 0, 10,000 records/s): each broker ran a full collection every ~18 s that stopped
-its event loop for 22-40 ms with ~65,000 objects, the largest single stall behind the
+its event loop for 22-48 ms with ~65,000 objects, the largest single stall behind the
 p99.9; with 10,000 partitions per broker the same collection took 150-350 ms.
 
 ``gc.freeze()`` moves everything that exists into a permanent generation that
