@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from broker.log.checkpoint import CheckpointError, OffsetCheckpointFile
+from broker.log.checkpoint import (
+    CheckpointError,
+    OffsetCheckpointFile,
+    OffsetCheckpointRows,
+    OffsetCheckpointText,
+)
 from broker.log.leader_epoch import LeaderEpochFileCache
 
 
@@ -16,6 +23,41 @@ def test_offset_checkpoint_format_and_round_trip(tmp_path) -> None:
     assert path.read_text() == "0\n3\na-b.c 12 0\norders 0 7\norders 1 42\n"
     assert cp.read() == {("orders", 1): 42, ("orders", 0): 7, ("a-b.c", 12): 0}
     assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kept_text_is_the_files_bytes_and_reformats_only_what_moved(tmp_path, seed) -> None:
+    rng = random.Random(seed)
+    partitions = {(rng.choice(["a", "orders", "z-1", "t.x"]), p): None for p in range(300)}
+    text = OffsetCheckpointText(OffsetCheckpointRows(partitions))
+    keys = sorted(partitions)
+    values = [rng.randrange(10**12) for _ in keys]
+    reference = OffsetCheckpointFile(tmp_path / "reference")
+    previous: list[int] = []
+    for _ in range(6):
+        lines = text.lines_for(values)
+        assert lines is not None
+        reference.write(dict(zip(keys, values, strict=True)))
+        assert text.render(lines) == reference.path.read_bytes()
+        before = text.lines
+        text.written(values, lines)
+        assert text.lines_for(list(values)) is None  # nothing moved: nothing to write
+        if previous:  # the lines of unmoved offsets are the same objects: not formatted
+            assert all(
+                (new is old) == (v == w)
+                for new, old, v, w in zip(lines, before, values, previous, strict=True)
+            )
+        previous = values
+        values = list(values)
+        for i in rng.sample(range(len(values)), rng.randrange(1, 20)):
+            values[i] += rng.randrange(1, 1000)
+
+
+def test_kept_text_of_no_partitions(tmp_path) -> None:
+    text = OffsetCheckpointText(OffsetCheckpointRows({}))
+    reference = OffsetCheckpointFile(tmp_path / "reference")
+    reference.write({})
+    assert text.render(text.lines_for([])) == reference.path.read_bytes() == b"0\n0\n"
 
 
 @pytest.mark.parametrize(

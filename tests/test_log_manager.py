@@ -85,6 +85,18 @@ def test_unclean_restart_recovers_from_the_recovery_point(tmp_path) -> None:
     m2.close()
 
 
+def test_logs_know_their_dir_as_the_managers_own_path(tmp_path) -> None:
+    m = LogManager([tmp_path / "a", tmp_path / "b"], config())
+    logs = [m.get_or_create_log("t", p) for p in range(7)]  # counts kept, not recounted
+    assert [lg.dir.parent.name for lg in logs].count("a") == 4
+    assert all(lg.parent_dir == lg.dir.parent for lg in logs)
+    assert all(any(lg.parent_dir is d for d in m.log_dirs) for lg in logs)
+    m.close()
+    m = LogManager([tmp_path / "a", tmp_path / "b"], config())  # loaded ones too
+    assert all(any(lg.parent_dir is d for d in m.log_dirs) for _, lg in m.all_logs())
+    m.close()
+
+
 def test_placement_deletion_and_sizes(tmp_path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     m = LogManager(dirs, config(file_delete_delay_ms=1000))

@@ -94,6 +94,9 @@ class Log(LogTransactions):
         now_ms: int | None = None,
     ) -> None:
         self.dir = Path(directory)
+        #: the log dir it is in (Kafka's parentDir); the LogManager swaps in its own Path
+        #: object for that dir, so that grouping 10,000 logs by dir costs no Path work
+        self.parent_dir: Path = self.dir.parent
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
         self._owns_deleter = deleter is None
@@ -138,17 +141,17 @@ class Log(LogTransactions):
         # checked on every append and read: while no dir is offline (the usual case) it
         # costs no Path (dir.parent and its hash were 6 % of an acks=all broker's time)
         channel = self.failure_channel
-        return channel is not None and bool(channel.offline) and channel.is_offline(self.dir.parent)
+        return channel is not None and bool(channel.offline) and channel.is_offline(self.parent_dir)
 
     def _check_online(self) -> None:
         if self.offline:
             raise storage_error(
-                f"{self.topic}-{self.partition} is in offline log dir {self.dir.parent}"
+                f"{self.topic}-{self.partition} is in offline log dir {self.parent_dir}"
             )
 
     def _io_failure(self, exc: OSError, what: str) -> KafkaError:
-        where = f"{self.topic}-{self.partition} in log dir {self.dir.parent}"
-        return write_failure(self.failure_channel, self.dir.parent, where, exc, what)
+        where = f"{self.topic}-{self.partition} in log dir {self.parent_dir}"
+        return write_failure(self.failure_channel, self.parent_dir, where, exc, what)
 
     def __repr__(self) -> str:
         return f"Log({self.dir}, start={self._log_start_offset}, end={self._leo})"
@@ -639,6 +642,8 @@ class Log(LogTransactions):
         """Move the partition directory (LogManager.delete_log); open descriptors stay valid."""
         self.dir.rename(new_dir)
         self.dir = Path(new_dir)
+        if self.dir.parent != self.parent_dir:
+            self.parent_dir = self.dir.parent
         for seg in self.segments:
             seg.update_parent_dir(self.dir)
         self.producer_state.update_parent_dir(self.dir)
