@@ -56,6 +56,20 @@ def test_partitions_added_are_frozen_after_the_quiet_period():
     asyncio.run(main())
 
 
+def test_changes_that_keep_coming_do_not_put_the_freeze_off_for_ever():
+    async def main():
+        heap = HeapFreezer(asyncio.get_running_loop(), refreeze_after_s=30, refreeze_at_most_s=0.3)
+        for _ in range(100):  # a change every 50 ms for up to 5 s: never 30 s of quiet
+            heap.partitions_changed(removed=False)
+            await asyncio.sleep(0.05)
+            if heap.freezes:
+                break
+        assert heap.freezes == 1  # the at-most bound froze it while changes went on
+        heap.close()
+
+    asyncio.run(main())
+
+
 def test_partitions_removed_free_their_cycles():
     async def main():
         heap = HeapFreezer(asyncio.get_running_loop(), refreeze_after_s=0.05)

@@ -13,8 +13,9 @@ still frees those objects, only cycles among them are no longer looked for. So:
 
 - once the broker has started (logs loaded, listeners up): collect, then freeze;
 - a while after LeaderAndIsr added partitions (debounced: a topic of 1,000 partitions
-  arrives in several requests): collect what is not frozen yet (only what came since),
-  then freeze it too;
+  arrives in several requests; but at most REFREEZE_AT_MOST_S after the first change, so
+  that partitions that keep coming and going do not put it off for ever): collect what
+  is not frozen yet (only what came since), then freeze it too;
 - after partitions went away (StopReplica, reassignment): unfreeze, one full collection
   so that cycles among their objects are freed, and freeze again.
 
@@ -33,15 +34,25 @@ log = logging.getLogger(__name__)
 
 #: how long after the last change of the partitions held the heap is frozen again
 REFREEZE_AFTER_S = 5.0
+#: ...and at the latest this long after the first change not frozen yet
+REFREEZE_AT_MOST_S = 60.0
 
 
 class HeapFreezer:
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, refreeze_after_s: float = REFREEZE_AFTER_S
+        self,
+        loop: asyncio.AbstractEventLoop,
+        refreeze_after_s: float = REFREEZE_AFTER_S,
+        refreeze_at_most_s: float = REFREEZE_AT_MOST_S,
     ) -> None:
         self.loop = loop
         self.refreeze_after_s = refreeze_after_s
+        self.refreeze_at_most_s = refreeze_at_most_s
+        #: one timer, re-armed when it fires early: a LeaderAndIsr of 1,000 partitions
+        #: calls partitions_changed 1,000 times, and each only moves the due time
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0  # loop time of the next freeze, as the last change set it
+        self._first_change: float | None = None  # loop time of the first change not frozen
         self._removed = False  # partitions went away since the last freeze
         self.freezes = 0
 
@@ -57,6 +68,7 @@ class HeapFreezer:
         collected = gc.collect()
         gc.freeze()
         self._removed = False
+        self._first_change = None
         self.freezes += 1
         log.debug(
             "froze %d long-lived objects (%s, %d unreachable freed) in %.0f ms",
@@ -68,11 +80,22 @@ class HeapFreezer:
 
     def partitions_changed(self, removed: bool) -> None:
         """The set of partitions held changed (call on the event loop): freeze again
-        ``refreeze_after_s`` after the last such change."""
+        ``refreeze_after_s`` after the last such change, at most ``refreeze_at_most_s``
+        after the first."""
         self._removed = self._removed or removed
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self.loop.call_later(self.refreeze_after_s, self.freeze)
+        now = self.loop.time()
+        if self._first_change is None:
+            self._first_change = now
+        self._due = min(now + self.refreeze_after_s, self._first_change + self.refreeze_at_most_s)
+        if self._timer is None:
+            self._timer = self.loop.call_at(self._due, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.loop.time() + 0.001 < self._due:  # changes came since it was armed
+            self._timer = self.loop.call_at(self._due, self._on_timer)
+        else:
+            self.freeze()
 
     def close(self) -> None:
         if self._timer is not None:
