@@ -54,8 +54,14 @@ def secure_cluster(cluster_factory, tmp_path_factory):
 
 
 def _isr(bootstrap: str) -> tuple[int, list[int]]:
+    """The partition's leader and ISR as one broker's metadata says, (-1, []) while that
+    broker has not heard of the topic yet (CreateTopics answers once the controller has
+    the topic; UpdateMetadata reaches the other brokers just after)."""
     meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=30)
-    part = meta.topics[TOPIC].partitions[0]
+    topic = meta.topics.get(TOPIC)
+    part = None if topic is None else topic.partitions.get(0)
+    if part is None:
+        return -1, []
     return part.leader, sorted(part.isrs)
 
 
