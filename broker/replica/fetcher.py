@@ -28,6 +28,7 @@ from ..client.connection import BrokerConnection
 from ..client.security import ClientSecurity
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetch_session_handler import FetchSessionHandler
+from .rounds import share_due
 
 if TYPE_CHECKING:
     from .partition import Partition
@@ -138,11 +139,10 @@ class ReplicaFetcher:
         all of them every 5 s held the loop for up to 26 ms with the ~3,300 partitions a
         broker follows from each leader at 10,000 per broker."""
         wanted = self.wanted
-        elapsed = max(now - self.last_refresh, 0.0)
+        count, self.refresh_credit = share_due(
+            self.refresh_credit, len(wanted), now - self.last_refresh, FIELDS_REFRESH_S
+        )
         self.last_refresh = now
-        due = min(self.refresh_credit + len(wanted) * elapsed / FIELDS_REFRESH_S, len(wanted))
-        count = int(due)
-        self.refresh_credit = due - count
         queue, partitions = self.refresh_queue, self.partitions
         for _ in range(count):
             if not queue:

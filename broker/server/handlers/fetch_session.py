@@ -40,6 +40,7 @@ from typing import Any
 
 from ...protocol.errors import ErrorCode
 from ...replica.partition import ParkedFetches
+from ...replica.rounds import share_due
 
 FINAL_EPOCH = -1  # sessionless (or: close the session named)
 INITIAL_EPOCH = 0  # a full fetch that opens a session
@@ -131,12 +132,9 @@ class FetchSession:
         elapsed = now - self.last_fetch_ms
         self.last_fetch_ms = now
         resting = self.resting
-        if not resting:
-            self.refresh_credit = 0.0
-            return
-        due = self.refresh_credit + len(resting) * max(elapsed, 0) / REST_REFRESH_MS
-        count = min(int(due), len(resting))
-        self.refresh_credit = due - count if count < len(resting) else 0.0
+        count, self.refresh_credit = share_due(
+            self.refresh_credit, len(resting), elapsed, REST_REFRESH_MS
+        )
         if count:
             for key in list(itertools.islice(resting, count)):  # rested first, woken first
                 self._leave_rest(key)
