@@ -8,7 +8,10 @@ requests are served meanwhile, their appends stay in arrival order, and response
 still leave in request order, held behind the waiting one. A response is
 either bytes or a list of parts, where a part may be a ``FileRegion`` that goes from
 the segment file to the socket with sendfile, never through Python bytes (regions
-under ``SENDFILE_MIN_BYTES`` are cheaper copied).
+under ``SENDFILE_MIN_BYTES`` are cheaper copied). Responses ready together leave in
+one write: the acks=all answers one replica fetch completes, and the answers to
+requests read together (a linger-0 producer's answers went out one send each, each a
+wake-up of the client).
 
 A connection stops being read (is muted) for any of: its queue is full, its
 responses pile up unread (the transport's buffer is past its high-water mark), a
@@ -155,6 +158,7 @@ class Connection(asyncio.Protocol):
         self._worker: asyncio.Task | None = None
         self._outbox: deque = deque()  # responses held behind a future, in request order
         self._sender: asyncio.Task | None = None
+        self._out: list | None = None  # responses written but not yet given to the transport
         self._closed = False
         self._mutes: set[str] = set()  # why reading is paused: queue, write, memory, throttle
         self._held = 0  # bytes of requests read and not yet answered (the memory pool's)
@@ -308,8 +312,8 @@ class Connection(asyncio.Protocol):
                 if isinstance(response, asyncio.Future) or self._outbox:
                     await self._hold(response, (frame, arrived, started, handled, parked))
                 else:
-                    if response is not None:
-                        await self.send(response)
+                    if response is not None:  # more requests already here: answer them first
+                        await self.send(response, flush=not frames)
                     if not raw:
                         self.server.observe(
                             frame, arrived, started, handled, time.perf_counter_ns(), parked
@@ -367,7 +371,7 @@ class Connection(asyncio.Protocol):
                     waited = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
                 outbox.popleft()
                 if response is not None:
-                    await self.send(response)
+                    await self.send(response, flush=not _ready(outbox))
                 self.server.observe(
                     frame, arrived, started, handled, time.perf_counter_ns(), parked, waited
                 )
@@ -397,30 +401,52 @@ class Connection(asyncio.Protocol):
         self._held -= n
         self.server.memory_pool.give_back(n)
 
-    async def send(self, response: Response) -> None:
+    async def send(self, response: Response, flush: bool = True) -> None:
+        """Write ``response``. With ``flush`` false it may wait, joined to the ones
+        written after it, until a flush or the loop's next turn: the acks=all responses
+        one replica fetch completes, or the answers to requests read together, leave
+        in one send (one wake-up of the client) instead of one each."""
         if self._closed:
             return
         if not self._can_write.is_set():
             await self._can_write.wait()
         if isinstance(response, bytes | bytearray):
-            self.transport.write(response)
+            self._write(response, flush)
             return
         pending: list[bytes] = []  # written as one buffer: one send, not one per part
         for part in response:
             if not isinstance(part, FileRegion):
                 pending.append(part)
             elif self.use_sendfile and part.count >= SENDFILE_MIN_BYTES:
-                if pending:
-                    self.transport.write(b"".join(pending))
-                    pending = []
+                self._write(b"".join(pending), True)
+                pending = []
                 loop = asyncio.get_running_loop()
                 await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.count)
                 if self._closed:
                     return
             elif part.count:
                 pending.append(os.pread(part.fd, part.count, part.position))
-        if pending and not self._closed:
-            self.transport.write(b"".join(pending))
+        if not self._closed:
+            self._write(b"".join(pending), flush)
+
+    def _write(self, data: bytes, flush: bool) -> None:
+        out = self._out
+        if out is None:
+            if flush:
+                if data:
+                    self.transport.write(data)
+                return
+            self._out = [data]
+            asyncio.get_running_loop().call_soon(self._flush)  # never later than this
+            return
+        out.append(data)
+        if flush:
+            self._flush()
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        if out and not self._closed:
+            self.transport.write(b"".join(out))
 
     async def _close_after(self, response: Response, reason: str) -> None:
         """Send the last response (when there is one), then close (SASL failures) after
@@ -448,6 +474,14 @@ class Connection(asyncio.Protocol):
             self._drop_outbox()
             if self.transport is not None:
                 self.transport.abort()
+
+
+def _ready(outbox: deque) -> bool:
+    """Whether the next held response can be written at once."""
+    if not outbox:
+        return False
+    response = outbox[0][0]
+    return not isinstance(response, asyncio.Future) or response.done()
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
