@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from broker.replica.expiry import ExpiryBuckets
 from broker.replica.partition import DelayedProduce
 
@@ -33,5 +35,31 @@ def test_delayed_produces_expire_at_their_timeouts_and_not_when_settled() -> Non
         finished = [DelayedProduce(1, 0.0, finish=lambda f: ("done", f), expiry=expiry)]
         assert await finished[0].future == ("done", [False])
         assert DelayedProduce(0, 5.0, expiry=expiry).future.result() == []
+
+    asyncio.run(main())
+
+
+def test_then_is_applied_as_the_produce_completes_on_the_same_future() -> None:
+    """An acks=all response is encoded in the call that completes its produce, on the
+    future the connection already waits on, after the handler's own finish."""
+
+    async def main() -> None:
+        expiry = ExpiryBuckets(tick_s=0.01)
+        op = DelayedProduce(2, 5.0, finish=lambda flags: {"flags": flags}, expiry=expiry)
+        fut = op.then(lambda body: ("encoded", body))
+        assert fut is op.future and not fut.done()
+        op.settle(0, True)
+        op.settle(1, True)
+        assert fut.result() == ("encoded", {"flags": [True, True]})
+        bare = DelayedProduce(1, 0.01, expiry=expiry)
+        assert await bare.then(len) == 1  # expired: [False], then len
+        failing = DelayedProduce(1, 5.0, expiry=expiry)
+        failing.then(lambda flags: 1 / 0)
+        failing.settle(0, True)
+        with pytest.raises(ZeroDivisionError):  # handed to whoever awaits the future
+            failing.future.result()
+        done = DelayedProduce(0, 5.0, expiry=expiry)
+        with pytest.raises(RuntimeError):
+            done.then(len)
 
     asyncio.run(main())

@@ -21,6 +21,7 @@ import time
 from dataclasses import is_dataclass
 from typing import Any
 
+from ..aio import await_future
 from ..protocol.fetch_request import FOLLOWER_FETCH_VERSION, encode_fetch_request
 from ..protocol.messages import (
     RequestHeader,
@@ -161,7 +162,7 @@ class BrokerConnection:
         self._writer.write(frame)
         await self._writer.drain()
         try:
-            return await asyncio.wait_for(fut, timeout_s)
+            return await await_future(fut, timeout_s)
         finally:
             self._pending.pop(correlation_id, None)
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..aio import await_future
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
@@ -474,11 +475,11 @@ class ReplicaManager:
     async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> bool:
         """Wait until ``offset`` is below the high watermark (acks=all); False on timeout
         or when this broker stops leading the partition."""
-        return (await self.delayed_produce([(topic, index, offset)], timeout_s))[0]
+        return (await self.delayed_produce([(topic, index, offset)], timeout_s).future)[0]
 
     def delayed_produce(
         self, waits: list[tuple[str, int, int]], timeout_s: float, finish=None
-    ) -> asyncio.Future:
+    ) -> DelayedProduce:
         """Kafka's DelayedProduce: a future of one flag per ``(topic, partition, last
         offset)``, True once that offset is below the partition's high watermark, False
         when this broker stops leading it or ``timeout_s`` passes first (of
@@ -492,7 +493,7 @@ class ReplicaManager:
                 op.settle(i, False)
             else:
                 part.add_delayed_produce(offset, op, i)
-        return op.future
+        return op
 
     async def wait_for_data(
         self, keys: list[tuple[str, int]], timeout_s: float, session=None
@@ -508,9 +509,7 @@ class ReplicaManager:
         for part in parts:
             part.parked.add(fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            pass
+            await await_future(fut, timeout_s, quiet=True)
         finally:
             for part in parts:
                 part.parked.discard(fut)

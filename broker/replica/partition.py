@@ -15,6 +15,7 @@ import heapq
 import itertools
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..log.log import Log
@@ -50,6 +51,10 @@ class ParkedFetches:
                 fut.set_result(None)
 
 
+def _both(first, second, flags):
+    return second(first(flags))
+
+
 class DelayedProduce:
     """One acks=all produce waiting on its partitions (Kafka's DelayedProduce): a
     future of one flag per partition slot, set when every slot is settled or at the
@@ -74,6 +79,16 @@ class DelayedProduce:
             self._complete()
         else:
             self.tick = self.expiry.add(self, timeout_s)
+
+    def then(self, fn) -> asyncio.Future:
+        """The future, now of ``fn`` applied to what it would have held: computed in
+        the same call that completes it, so whoever awaits it wakes one loop turn
+        sooner than through a chained future (``network.then``)."""
+        if self.future.done():
+            raise RuntimeError("DelayedProduce.then after completion")
+        finish = self.finish
+        self.finish = fn if finish is None else partial(_both, finish, fn)
+        return self.future
 
     def settle(self, slot: int, ok: bool) -> None:
         if self.tick is None:

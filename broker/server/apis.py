@@ -28,6 +28,7 @@ from ..protocol.messages import (
 )
 from ..protocol.produce_response import encode_produce_response
 from ..quota.manager import REQUEST
+from ..replica.partition import DelayedProduce
 from ..security.authenticator import AUTHENTICATE_VERSIONS, HANDSHAKE_VERSIONS
 from . import authorization, request_context
 from .network import then
@@ -271,8 +272,9 @@ class KafkaApis:
                 conn.mute_after_response(throttle_ms)  # KIP-219: reads resume when it ends
             else:  # older clients do not back off: the response itself waits, as before KIP-219
                 await asyncio.sleep(throttle_ms / 1000.0)
-        if isinstance(result, asyncio.Future):  # answered later (acks=all): encode then
-            return then(
-                result, partial(_encode_later, api_key, version, correlation_id, throttle_ms)
-            )
+        if isinstance(result, DelayedProduce | asyncio.Future):  # answered later: encode then
+            encode = partial(_encode_later, api_key, version, correlation_id, throttle_ms)
+            if isinstance(result, DelayedProduce) and not result.future.done():
+                return result.then(encode)  # encoded as it completes
+            return then(getattr(result, "future", result), encode)
         return _encode(result, api_key, version, correlation_id)

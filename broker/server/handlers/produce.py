@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
+from ...replica.partition import DelayedProduce
 from ..authorization import produce_denied
 from ..metadata_cache import INTERNAL_TOPICS
 
@@ -47,9 +47,9 @@ def _replication_outcomes(
 
 async def handle_produce(
     server: KafkaServer, header: RequestHeader, req: Any
-) -> dict | asyncio.Future | None:
+) -> dict | DelayedProduce | None:
     """Every partition is appended before this returns. With acks=all the answer is a
-    future of the response body: the connection serves its next requests while this one
+    DelayedProduce, whose future is of the response body: the connection serves its next requests while this one
     waits for the ISR, and still answers them in order (see network.Connection)."""
     acks = req.acks
     responses = []
@@ -99,7 +99,7 @@ async def handle_produce(
             timeout_s,
             finish=partial(_replication_outcomes, server, body, waits),  # the body, when done
         )
-        server.metrics.purgatory.track("Produce", answer)
+        server.metrics.purgatory.track("Produce", answer.future)
         return answer
     if acks == 0:
         return None
