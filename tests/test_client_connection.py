@@ -1,0 +1,103 @@
+"""The broker's inter-broker client (broker/client/connection.py) against a real TCP
+server on a real loop: frames that arrive a byte at a time or several to a read,
+answers out of request order, garbage, and a peer that hangs up. The server speaks
+Kafka framing by hand, so each case is exact."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from broker.client.connection import BrokerConnection, ConnectionClosed
+from broker.protocol.messages import build, encode_response, peek_header, response_schema
+
+
+def api_versions_answer(correlation_id: int, error_code: int) -> bytes:
+    body = build(response_schema(18, 0), {"error_code": error_code, "api_keys": []})
+    return encode_response(18, 0, correlation_id, body)
+
+
+async def read_request(reader: asyncio.StreamReader) -> int:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return peek_header(await reader.readexactly(size))[2]  # the correlation id
+
+
+async def serve(handler) -> tuple[asyncio.AbstractServer, int]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def connected(port: int) -> BrokerConnection:
+    conn = BrokerConnection("127.0.0.1", port, "client-test")
+    await conn.connect()
+    return conn
+
+
+def test_answers_split_byte_by_byte_and_out_of_order_reach_their_requests() -> None:
+    async def main() -> None:
+        async def handler(reader, writer):
+            first, second = await read_request(reader), await read_request(reader)
+            # the second answered first, both in one write
+            writer.write(api_versions_answer(second, 35) + api_versions_answer(first, 0))
+            third = await read_request(reader)
+            for byte in api_versions_answer(third, 0):  # a byte per write
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0)
+            await reader.read()
+
+        server, port = await serve(handler)
+        conn = await connected(port)
+        a = asyncio.ensure_future(conn.request(18, 0, {}))
+        b = asyncio.ensure_future(conn.request(18, 0, {}))
+        first, second = await asyncio.gather(a, b)
+        assert (first.error_code, second.error_code) == (0, 35)
+        third = await conn.request(18, 0, {})
+        assert third.error_code == 0 and conn.connected
+        await conn.close()
+        assert not conn.connected
+        server.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("reply", [struct.pack(">i", 2) + b"\0\0", b""])
+def test_garbage_or_a_hang_up_fails_the_waiting_request_and_the_connection(reply) -> None:
+    async def main() -> None:
+        async def handler(reader, writer):
+            await read_request(reader)
+            writer.write(reply)  # a frame too short for a correlation id, or nothing
+            await writer.drain()
+            writer.close()
+
+        server, port = await serve(handler)
+        conn = await connected(port)
+        with pytest.raises(ConnectionClosed):
+            await conn.request(18, 0, {}, timeout_s=10)
+        assert not conn.connected
+        with pytest.raises(ConnectionClosed):  # later requests fail at once
+            await conn.request(18, 0, {})
+        await conn.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_close_fails_requests_still_waiting() -> None:
+    async def main() -> None:
+        async def handler(reader, writer):
+            await read_request(reader)
+            await reader.read()  # never answers
+
+        server, port = await serve(handler)
+        conn = await connected(port)
+        waiting = asyncio.ensure_future(conn.request(18, 0, {}))
+        await asyncio.sleep(0.05)
+        await conn.close()
+        with pytest.raises(ConnectionClosed):
+            await waiting
+        server.close()
+
+    asyncio.run(main())
