@@ -274,7 +274,9 @@ class KafkaApis:
                 await asyncio.sleep(throttle_ms / 1000.0)
         if isinstance(result, DelayedProduce | asyncio.Future):  # answered later: encode then
             encode = partial(_encode_later, api_key, version, correlation_id, throttle_ms)
-            if isinstance(result, DelayedProduce) and not result.future.done():
-                return result.then(encode)  # encoded as it completes
-            return then(getattr(result, "future", result), encode)
+            if isinstance(result, DelayedProduce):
+                if not result.future.done():
+                    return result.then(encode)  # encoded in the call that completes it
+                result = result.future
+            return then(result, encode)
         return _encode(result, api_key, version, correlation_id)

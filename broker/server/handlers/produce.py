@@ -49,8 +49,9 @@ async def handle_produce(
     server: KafkaServer, header: RequestHeader, req: Any
 ) -> dict | DelayedProduce | None:
     """Every partition is appended before this returns. With acks=all the answer is a
-    DelayedProduce, whose future is of the response body: the connection serves its next requests while this one
-    waits for the ISR, and still answers them in order (see network.Connection)."""
+    DelayedProduce, whose future is of the response body: the connection serves its
+    next requests while this one waits for the ISR, and still answers them in order
+    (see network.Connection)."""
     acks = req.acks
     responses = []
     waits = []
