@@ -28,6 +28,11 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
   mock cluster (no broker; the mock answers inside the client): the client's own share
   of the latency at linger.ms 0 and 5, printed before the cluster rows.
 
+Each fixed-rate row also reports the CPU used meanwhile (bench/machine_cpu.py): the
+three brokers', the client's (this process, librdkafka's threads included) and every
+other process's on the machine, the busiest named. On two shared cores a row's tail
+moves with all of them.
+
 ``--idle-first N`` creates N idle partitions (RF 3) before the fixed-rate rows (and
 measures the brokers' CPU at rest with them, as the idle row): the acks=all figures
 with that many partitions on every broker.
@@ -41,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -53,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import machine_cpu  # noqa: E402
 from bench.cluster import kcat_produce  # noqa: E402
 from bench.localstack import local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
@@ -80,18 +85,27 @@ def warm_up(producer, topic: str) -> None:
         raise RuntimeError(f"warm-up records to {topic} were not acknowledged")
 
 
-def fixed_rate(bootstrap: str, topic: str, rate: int, seconds: float, **props) -> dict:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, **props})
-    warm_up(producer, topic)
+def _timed_run(producer, topic: str, rate: int, seconds: float, brokers: list[int]) -> dict:
+    """The fixed-rate run itself, with who used the CPU meanwhile (machine_cpu)."""
     payload = producer_perf.random_payload(100, seed=1)
     count = int(rate * seconds)
+    before = machine_cpu.snapshot()
     started = time.perf_counter()
     stats = producer_perf.run(producer, topic, count, [payload], rate, sample_every=1)
     summary = stats.summary(time.perf_counter())
     summary["records_per_sec"] = count / (time.perf_counter() - started)
+    summary["cpu"] = machine_cpu.cpu_between(before, machine_cpu.snapshot(), brokers)
     return summary
+
+
+def fixed_rate(
+    bootstrap: str, topic: str, rate: int, seconds: float, brokers: list[int] = (), **props
+) -> dict:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **props})
+    warm_up(producer, topic)
+    return _timed_run(producer, topic, rate, seconds, list(brokers))
 
 
 def client_floor(rate: int, seconds: float, linger_ms: str) -> dict:
@@ -104,13 +118,7 @@ def client_floor(rate: int, seconds: float, linger_ms: str) -> dict:
     producer.produce("small", WARM_UP)  # the mock creates the topic on first use
     producer.flush(10)
     warm_up(producer, "small")
-    payload = producer_perf.random_payload(100, seed=1)
-    count = int(rate * seconds)
-    started = time.perf_counter()
-    stats = producer_perf.run(producer, "small", count, [payload], rate, sample_every=1)
-    summary = stats.summary(time.perf_counter())
-    summary["records_per_sec"] = count / (time.perf_counter() - started)
-    return summary
+    return _timed_run(producer, "small", rate, seconds, [])
 
 
 def _e2e_consumer(bootstrap: str, topic: str, partitions: int, seconds: float, ready, out):
@@ -211,18 +219,14 @@ def requests_per_second(bootstrap: str, topic: str, connections: int, seconds: f
     return {"requests_per_sec": total / elapsed, "connections": connections}
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
 def idle_cpu(cluster, seconds: float) -> dict:
     """CPU the brokers burn while no client writes or reads: replication's idle cost."""
     pids = [proc.pid for proc in cluster.brokers.values()]
-    before = [_cpu_seconds(pid) for pid in pids]
+    before = machine_cpu.snapshot()
     time.sleep(seconds)
-    used = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
-    return {"cpu_share_per_broker": sum(used) / len(used) / seconds}
+    after = machine_cpu.snapshot()
+    used = sum(machine_cpu.used_seconds(before, after, pid) for pid in pids)
+    return {"cpu_share_per_broker": used / len(pids) / seconds}
 
 
 def export_tree(ref: str) -> Path:
@@ -264,7 +268,8 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
             ("one0", "acks=1 linger.ms=0", {"acks": "1", "linger.ms": "0"}),
         ):
             if row in args.rows:
-                rate = fixed_rate(bs, "small", args.rate, args.seconds, **props)
+                pids = [proc.pid for proc in cluster.brokers.values()]
+                rate = fixed_rate(bs, "small", args.rate, args.seconds, pids, **props)
                 add(f"{name} @{args.rate}/s{around}", rate)
         for row, linger in (("e2e0", "0"), ("e2e5", "5")):
             if row in args.rows:
@@ -300,23 +305,26 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| brokers | test | records/s | p50 ms | p99 ms | p99.9 ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| brokers | test | records/s | p50 ms | p99 ms | p99.9 ms | CPU meanwhile, cores |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         if "cpu_share_per_broker" in r:
             share = r["cpu_share_per_broker"]
-            print(f"| {r['label']} | {r['test']} | broker CPU {share:.0%} of a core | | | |")
+            print(f"| {r['label']} | {r['test']} | broker CPU {share:.0%} of a core | | | | |")
         elif "requests_per_sec" in r:
-            print(f"| {r['label']} | {r['test']} | {r['requests_per_sec']:,.0f} requests/s | | | |")
+            print(
+                f"| {r['label']} | {r['test']} | {r['requests_per_sec']:,.0f} requests/s | | | | |"
+            )
         elif "ratio" in r:
             print(
                 f"| {r['label']} | {r['test']} | acks=all {r['acks_all_per_sec']:,.0f}, "
-                f"acks=1 {r['acks_1_per_sec']:,.0f} ({r['ratio']:.2f}x) | | | |"
+                f"acks=1 {r['acks_1_per_sec']:,.0f} ({r['ratio']:.2f}x) | | | | |"
             )
         else:
+            cpu = machine_cpu.describe(r["cpu"]) if "cpu" in r else ""
             print(
                 f"| {r['label']} | {r['test']} | {r['records_per_sec']:,.0f} | "
-                f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['p999_ms']:.1f} |"
+                f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['p999_ms']:.1f} | {cpu} |"
             )
 
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.cli import producer_perf
 from broker.cli.common import CliError
 from broker.cli.console_consumer import MessageFormatter
 from broker.cli.console_producer import _READER_DEFAULTS, parse_line
@@ -152,6 +153,50 @@ def test_perf_tests(broker):
     assert len(fields) == 10
     assert fields[2] == f"{3000 * 100 / 1024 / 1024:.4f}"
     assert fields[4] == "3000"
+
+
+class _EventLog:
+    """A real producer whose produce() calls and delivery reports are logged in order."""
+
+    def __init__(self, producer) -> None:
+        self.producer, self.events = producer, []
+
+    def produce(self, topic, value, on_delivery):
+        def delivered(err, msg):
+            self.events.append("delivered" if err is None else f"error {err}")
+            on_delivery(err, msg)
+
+        self.producer.produce(topic, value, on_delivery=delivered)
+        self.events.append("produce")
+
+    def poll(self, timeout=0):
+        return self.producer.poll(timeout)
+
+    def flush(self, timeout):
+        return self.producer.flush(timeout)
+
+
+def test_perf_pacing_serves_delivery_reports_while_it_waits(broker):
+    """At a low --throughput the wait between records serves delivery reports as they
+    come: each record's report arrives before the next record is sent (a sleep instead
+    held it to the end of the interval, adding up to one interval to its latency)."""
+    from confluent_kafka import Producer
+
+    name = _topic(broker, "pacing", 1)
+    log = _EventLog(Producer({"bootstrap.servers": broker.bootstrap, "acks": "1"}))
+    log.producer.produce(name, b"warm-up")  # connected and metadata known before the clock
+    assert log.producer.flush(30) == 0
+    stats = producer_perf.run(log, name, 5, [b"x" * 100], throughput=2, sample_every=1)
+    assert stats.count == 5 and not stats.errors
+    assert log.events.count("produce") == 5 and log.events.count("delivered") == 5
+    # record k (from 1) is sent after the reports of all k records before it; a busy
+    # machine may let one acknowledgement miss its 500 ms interval, not more
+    delivered_before = []
+    for i, event in enumerate(log.events):
+        if event == "produce":
+            delivered_before.append(log.events[:i].count("delivered"))
+    in_time = sum(1 for k, n in enumerate(delivered_before) if k > 0 and n == k)
+    assert in_time >= 3, log.events
 
 
 # --------------------------------------------------------------------------- no broker
