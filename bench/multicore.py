@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.acks_all import _cpu_seconds  # noqa: E402
+from bench import machine_cpu  # noqa: E402
 from bench.localstack import emit, local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
 
@@ -57,9 +57,10 @@ def run(brokers: int, path: str, args) -> list[dict]:
             topic = f"req-{rnd}"
             create_topic(cluster.bootstrap, topic, PARTITIONS, 1)
             time.sleep(1)
-            before = [_cpu_seconds(pid) for pid in pids]
+            before = machine_cpu.snapshot()
             seconds = one_record_requests(cluster.bootstrap, topic, path, args.producers)
-            cpu = [(_cpu_seconds(pid) - b) / seconds for pid, b in zip(pids, before, strict=True)]
+            after = machine_cpu.snapshot()
+            cpu = [machine_cpu.used_seconds(before, after, pid) / seconds for pid in pids]
             row = {
                 "brokers": brokers,
                 "round": rnd + 1,
