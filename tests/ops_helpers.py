@@ -14,6 +14,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
+from kazoo.exceptions import NoNodeError
 
 from broker.zk.znodes import ControllerZNode, TopicPartitionStateZNode, TopicZNode
 from tests.group_helpers import wait_until
@@ -23,8 +24,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def controller_id(cluster) -> int:
-    data, _ = cluster.zk_client().get(ControllerZNode.path)
+def controller_id(cluster) -> int | None:
+    """The controller's broker id, None while there is none: a killed controller's
+    /controller vanishes when its session expires, so a wait must read it as "not yet"."""
+    try:
+        data, _ = cluster.zk_client().get(ControllerZNode.path)
+    except NoNodeError:
+        return None
     return ControllerZNode.decode(data)
 
 
