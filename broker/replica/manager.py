@@ -496,20 +496,24 @@ class ReplicaManager:
         return op
 
     async def wait_for_data(
-        self, keys: list[tuple[str, int]], timeout_s: float, session=None
+        self, keys: list[tuple[str, int]], timeout_s: float, session=None, follower=False
     ) -> None:
-        """Park a fetch until any of its partitions gets new data (or, with a follower's
-        fetch ``session``, one of its resting partitions changes), or the timeout."""
+        """Park a fetch until any of its partitions has more for it, or the timeout:
+        for a consumer, its HW moved; for a ``follower``, data was appended (or, with
+        its fetch ``session``, one of its resting partitions changed). A HW move alone
+        does not wake a follower, as in Kafka's DelayedFetch: its fetch would find no
+        bytes and park again."""
         if timeout_s <= 0:
             return
         fut = asyncio.get_running_loop().create_future()
-        parts: list = [p for p in (self.partitions.get(k) for k in keys) if p is not None]
+        found = [p for p in (self.partitions.get(k) for k in keys) if p is not None]
+        waits = [p.parked_followers if follower else p.parked for p in found]
         if session is not None:
-            parts.append(session)
-        for part in parts:
-            part.parked.add(fut)
+            waits.append(session.parked)
+        for parked in waits:
+            parked.add(fut)
         try:
             await await_future(fut, timeout_s, quiet=True)
         finally:
-            for part in parts:
-                part.parked.discard(fut)
+            for parked in waits:
+                parked.discard(fut)

@@ -149,7 +149,11 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
     isr_check_due: int | None = None  # when the ReplicaManager's ISR lag check looks (ms)
+    #: parked fetches, as Kafka's DelayedFetch completes them: a consumer's reads up to
+    #: the HW and wakes when it moves; a follower's reads up to the log end and wakes on
+    #: appends, not on HW moves (it hears the HW with its next data, or at its max wait)
     parked: ParkedFetches = field(default_factory=ParkedFetches)
+    parked_followers: ParkedFetches = field(default_factory=ParkedFetches)
     #: follower id -> its fetch session where this partition rests (FetchSession.resting):
     #: the follower counts as caught up at that session's last fetch until we change
     _resting: dict[int, Any] = field(default_factory=dict)
@@ -214,8 +218,8 @@ class Partition:
         info = log.append_as_leader(
             records, headers, self.leader_epoch, now_ms(), check_sequence=check_sequence
         )
-        self.maybe_advance_high_watermark()
-        self.wake_waiters()  # followers parked in a fetch want the new data
+        self.maybe_advance_high_watermark()  # consumers wake if the HW moved
+        self.wake_followers()  # new data at the log end
         return info
 
     # -- follower tracking (leader side) ---------------------------------------------------
@@ -365,8 +369,10 @@ class Partition:
                         hw = leo
         if hw > log.high_watermark:
             log.high_watermark = hw
-            self.wake_waiters()
-            self.complete_delayed_produces()
+            self.complete_delayed_produces()  # the produce answers go out first
+            if self._resting:
+                self._wake_resting()  # the follower has not heard this HW: not idle now
+            self.parked.wake()  # consumers read up to the HW
 
     # -- delayed operations ------------------------------------------------------------------
     def add_delayed_produce(self, offset: int, op: DelayedProduce, slot: int) -> None:
@@ -397,9 +403,15 @@ class Partition:
             _o, _t, op, slot = heapq.heappop(delayed)
             op.settle(slot, True)
 
-    def wake_waiters(self) -> None:
-        """Something changed (an append, the HW, the state): parked fetches wake, and
-        the sessions where we rest read us again."""
+    def wake_followers(self) -> None:
+        """New data at our log end: followers' parked fetches wake, and the sessions
+        where we rest read us again."""
         if self._resting:
             self._wake_resting()
+        self.parked_followers.wake()
+
+    def wake_waiters(self) -> None:
+        """Something changed (the state, a transaction marker): every parked fetch
+        wakes, and the sessions where we rest read us again."""
+        self.wake_followers()
         self.parked.wake()

@@ -150,7 +150,9 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         if not keys and follower_session is None:
             break
         with server.metrics.purgatory.parked("Fetch"):
-            await server.replicas.wait_for_data(keys, remaining, follower_session)
+            await server.replicas.wait_for_data(
+                keys, remaining, follower_session, follower=req.replica_id >= 0
+            )
         if follower_session is not None:  # a resting partition may have woken it
             wanted = session.by_topic()
     throttle_ms = 0
