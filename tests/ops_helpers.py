@@ -24,23 +24,37 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def controller_id(cluster) -> int | None:
+def _zk(cluster):
+    """One ZooKeeper client per cluster for these reads: ``zk_client()`` starts a new
+    session on every call, and a wait polling every 0.1 s would open hundreds of them
+    (ZooKeeper takes 60 connections per client address by default)."""
+    client = getattr(cluster, "_ops_zk", None)
+    if client is None or client not in cluster._zk_clients:  # none yet, or stopped with it
+        client = cluster._ops_zk = cluster.zk_client()
+    return client
+
+
+def read_controller(zk) -> int | None:
     """The controller's broker id, None while there is none: a killed controller's
     /controller vanishes when its session expires, so a wait must read it as "not yet"."""
     try:
-        data, _ = cluster.zk_client().get(ControllerZNode.path)
+        data, _ = zk.get(ControllerZNode.path)
     except NoNodeError:
         return None
     return ControllerZNode.decode(data)
 
 
+def controller_id(cluster) -> int | None:
+    return read_controller(_zk(cluster))
+
+
 def assignment(cluster, topic: str) -> dict:
-    data, _ = cluster.zk_client().get(TopicZNode.path(topic))
+    data, _ = _zk(cluster).get(TopicZNode.path(topic))
     return json.loads(data)
 
 
 def state(cluster, topic: str, partition: int) -> dict:
-    data, _ = cluster.zk_client().get(TopicPartitionStateZNode.path(topic, partition))
+    data, _ = _zk(cluster).get(TopicPartitionStateZNode.path(topic, partition))
     return json.loads(data)
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.exceptions import NoNodeError
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import decode_records, scan_valid_prefix
 from tests.cluster_helpers import BackgroundProducer
+from tests.ops_helpers import read_controller
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -35,15 +35,6 @@ def _state(cluster, topic: str, partition: int) -> dict:
     zk = cluster.zk_client()
     data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
     return json.loads(data)
-
-
-def _controller(zk) -> int | None:
-    """The controller's broker id, None while there is none: the killed controller's
-    /controller may vanish between any two reads (its session expiring)."""
-    try:
-        return json.loads(zk.get("/controller")[0])["brokerid"]
-    except NoNodeError:
-        return None
 
 
 def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
@@ -289,7 +280,7 @@ def test_controller_failover(cluster_factory):
     epoch = int(zk.get("/controller_epoch")[0])
     cluster.broker(first).kill()
     second = _wait(
-        lambda: (c := _controller(zk)) not in (None, first) and c,
+        lambda: (c := read_controller(zk)) not in (None, first) and c,
         timeout=20,
         what="a new controller",
     )
