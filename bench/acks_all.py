@@ -99,7 +99,7 @@ def _timed_run(producer, topic: str, rate: int, seconds: float, brokers: list[in
 
 
 def fixed_rate(
-    bootstrap: str, topic: str, rate: int, seconds: float, brokers: list[int] = (), **props
+    bootstrap: str, topic: str, rate: int, seconds: float, brokers: tuple[int, ...] = (), **props
 ) -> dict:
     from confluent_kafka import Producer
 
@@ -268,7 +268,7 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
             ("one0", "acks=1 linger.ms=0", {"acks": "1", "linger.ms": "0"}),
         ):
             if row in args.rows:
-                pids = [proc.pid for proc in cluster.brokers.values()]
+                pids = tuple(proc.pid for proc in cluster.brokers.values())
                 rate = fixed_rate(bs, "small", args.rate, args.seconds, pids, **props)
                 add(f"{name} @{args.rate}/s{around}", rate)
         for row, linger in (("e2e0", "0"), ("e2e5", "5")):

@@ -92,8 +92,7 @@ def cpu_between(
     ours = descendants(root, before, after)
     broker_s = sum(used_seconds(before, after, pid) for pid in brokers)
     client_s = used_seconds(before, after, root)
-    tree_s = sum(used_seconds(before, after, pid) for pid in ours) - client_s
-    tree_s -= sum(used_seconds(before, after, pid) for pid in brokers if pid in ours)
+    tree_s = sum(used_seconds(before, after, pid) for pid in ours - {root} - set(brokers))
     others = sorted(
         (
             (used_seconds(before, after, pid), pid, proc.name)
