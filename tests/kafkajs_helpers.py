@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -18,7 +19,9 @@ import pytest
 
 KAFKAJS_DIR = Path(__file__).with_name("kafkajs")
 DRIVER = KAFKAJS_DIR / "driver.js"
-TOPIC_CONFIG = 2  # KafkaJS's ConfigResourceTypes.TOPIC (Kafka's resource type code)
+# KafkaJS's ConfigResourceTypes (Kafka's resource type codes)
+TOPIC_CONFIG, BROKER_CONFIG = 2, 4
+LOG_TAIL_CHARS = 4000
 RUN_TIMEOUT_S = 300.0  # a whole scenario; each consume step has its own wait (waitMs)
 
 
@@ -97,10 +100,14 @@ class Result:
     ok: bool
     raw: object = None
     error: dict | None = None
+    log: str = ""  # the end of KafkaJS's log (warnings and errors) for the whole run
 
     @property
     def value(self):
-        assert self.ok, f"the KafkaJS step failed: {json.dumps(self.error, indent=1)}"
+        assert self.ok, (
+            f"the KafkaJS step failed: {json.dumps(self.error, indent=1)}\n"
+            f"KafkaJS's log:\n{self.log}"
+        )
         return self.raw
 
     @property
@@ -142,14 +149,19 @@ def run_kafkajs(client: dict, steps: list[dict], timeout: float = RUN_TIMEOUT_S)
     done = subprocess.run(
         [node, str(DRIVER)],
         input=scenario,
+        # KafkaJS 2 warns of its new default partitioner; the tests name partitions
+        env={**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"},
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
-    assert done.returncode == 0, f"driver.js exited {done.returncode}:\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"driver.js exited {done.returncode}:\n{done.stderr[-LOG_TAIL_CHARS:]}"
+    )
     report = json.loads(done.stdout)
-    return [Result(r["ok"], r.get("value"), r.get("error")) for r in report["results"]]
+    log = done.stderr[-LOG_TAIL_CHARS:]
+    return [Result(r["ok"], r.get("value"), r.get("error"), log) for r in report["results"]]
 
 
 # Steps, as driver.js reads them.

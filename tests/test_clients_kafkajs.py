@@ -15,6 +15,7 @@ import pytest
 from quill_stack import ports, tls
 from tests.group_helpers import unique
 from tests.kafkajs_helpers import (
+    BROKER_CONFIG,
     TOPIC_CONFIG,
     admin,
     consume,
@@ -31,6 +32,7 @@ from tests.txn_helpers import TXN_BROKER
 pytestmark = pytest.mark.cluster
 
 NO_AUTO_CREATE = {"auto.create.topics.enable": "false"}
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # DescribeConfigs' config sources
 # KafkaJS's consumer defaults (30 s sessions, 3 s heartbeats) made quick for tests
 CONSUMER = {"sessionTimeout": 10000, "heartbeatInterval": 500}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
@@ -334,6 +336,43 @@ def _config(result, name: str) -> str:
     assert resource["errorCode"] == 0
     (entry,) = [e for e in resource["configEntries"] if e["configName"] == name]
     return entry["configValue"]
+
+
+def test_broker_configs_and_synonyms(plain):
+    """Booleans are Kafka's "true"/"false" in a config's value and in its synonyms."""
+    (described,) = run_kafkajs(
+        plain,
+        [
+            admin(
+                "describeConfigs",
+                {
+                    "resources": [
+                        {
+                            "type": BROKER_CONFIG,
+                            "name": "1",
+                            "configNames": ["delete.topic.enable", "auto.create.topics.enable"],
+                        }
+                    ],
+                    "includeSynonyms": True,
+                },
+            )
+        ],
+    )
+    (resource,) = described.value["resources"]
+    assert resource["errorCode"] == 0
+    rows = {e["configName"]: e for e in resource["configEntries"]}
+    assert {k: (e["configValue"], e["configSource"]) for k, e in rows.items()} == {
+        "delete.topic.enable": ("true", DEFAULT_CONFIG),
+        "auto.create.topics.enable": ("false", STATIC_BROKER_CONFIG),
+    }
+    for name, entry in rows.items():
+        assert entry["configSynonyms"] == [
+            {
+                "configName": name,
+                "configValue": entry["configValue"],
+                "configSource": entry["configSource"],
+            }
+        ]
 
 
 def test_consumer_with_zero_rebalance_timeout(plain):
