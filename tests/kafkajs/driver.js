@@ -33,7 +33,6 @@ function clientConfig(client) {
     clientId: 'quill-kafkajs-tests',
     logLevel: logLevel.WARN,
     logCreator: stderrLogger,
-    retry: { retries: 5, initialRetryTime: 200 },
     ...client,
   }
   if (client.ssl && client.ssl.ca) {
@@ -54,6 +53,10 @@ function describeError(error, depth = 0) {
   const cause = error.originalError || error.cause
   if (cause && cause !== error) out.cause = describeError(cause, depth + 1)
   if (Array.isArray(error.errors)) out.errors = error.errors.map(e => describeError(e, depth + 1))
+  if (Array.isArray(error.groups)) {
+    // KafkaJSDeleteGroupsError: each group's own error
+    out.groups = error.groups.map(g => ({ groupId: g.groupId, error: describeError(g.error, depth + 1) }))
+  }
   return out
 }
 
@@ -107,6 +110,7 @@ async function produceStep(kafka, step) {
     return await producer.send({
       topic: step.topic,
       acks: step.acks === undefined ? -1 : step.acks,
+      compression: step.compression || 0,
       messages: step.messages.map(encodeMessage),
     })
   } finally {
