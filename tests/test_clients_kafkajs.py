@@ -32,11 +32,17 @@ from tests.txn_helpers import TXN_BROKER
 pytestmark = pytest.mark.cluster
 
 NO_AUTO_CREATE = {"auto.create.topics.enable": "false"}
+GZIP = 1  # KafkaJS's CompressionTypes.GZIP (its only built-in codec)
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # DescribeConfigs' config sources
 # KafkaJS's consumer defaults (30 s sessions, 3 s heartbeats) made quick for tests
 CONSUMER = {"sessionTimeout": 10000, "heartbeatInterval": 500}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-secret"
+USERS = {  # KafkaJS's mechanism names -> (user, password)
+    "scram-sha-256": (SCRAM_USER, SCRAM_PASSWORD),
+    "scram-sha-512": (SCRAM_USER, SCRAM_PASSWORD),
+    "plain": (PLAIN_USER, PLAIN_PASSWORD),
+}
 KEY_PASSWORD = "keystore-secret"
 
 
@@ -97,14 +103,16 @@ def _round_trip(
     n: int,
     partitions: int,
     consumers: list[dict] = ({},),
-    extra_steps: list[dict] = (),
+    extra_steps: list = (),
+    compression: int = 0,
     **consume_step,
 ) -> SimpleNamespace:
     """Through ``client``: create ``t-kjs-<label>-...`` with ``partitions``, produce ``n``
-    records round robin (acks -1), consume them back with ``consumers`` (KafkaJS consumer
-    configs, all in the group ``g-kjs-<label>-...``), then run ``extra_steps``. Asserts
-    the topic was created and each partition's first record went to offset 0; the rest
-    is the caller's to assert on."""
+    records round robin (acks -1, ``compression`` a KafkaJS codec number), consume them
+    back with ``consumers`` (KafkaJS consumer configs, all in the group
+    ``g-kjs-<label>-...``), then run ``extra_steps`` (a callable one is called with the
+    topic and group to make the step). Asserts the topic was created and
+    each partition's first record went to offset 0; the rest is the caller's to assert on."""
     topic, group = unique(f"t-kjs-{label}"), unique(f"g-kjs-{label}")
     sent = _records(n, partitions, label.encode())
     members = [{"groupId": group, **CONSUMER, **c} for c in consumers]
@@ -112,7 +120,7 @@ def _round_trip(
         client,
         [
             admin("createTopics", {"topics": [topic_spec(topic, partitions)]}),
-            produce(topic, _messages(sent), acks=-1),
+            produce(topic, _messages(sent), acks=-1, compression=compression),
             consume([topic], n, members, **consume_step),
             *[step(topic, group) if callable(step) else step for step in extra_steps],
         ],
@@ -396,7 +404,8 @@ def secure(cluster_factory, tmp_path_factory):
     broker_cert = tls.issue(pki, "broker", ("localhost", "127.0.0.1"), key_password=KEY_PASSWORD)
     ssl_port, sasl_ssl_port = ports.free_ports(2)
     listeners = lambda _b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+        f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
+        f"SASL_SSL://127.0.0.1:{sasl_ssl_port}"
     )
     cluster = cluster_factory(
         1,
@@ -430,18 +439,12 @@ def _read_back(run) -> None:
 
 
 def test_ssl_round_trip(secure):
-    _read_back(_round_trip(secure.ssl, "ssl", 6, 2))
+    _read_back(_round_trip(secure.ssl, "ssl", 6, 2, compression=GZIP))
 
 
-@pytest.mark.parametrize(
-    "mechanism, user, password",
-    [
-        ("scram-sha-256", SCRAM_USER, SCRAM_PASSWORD),
-        ("scram-sha-512", SCRAM_USER, SCRAM_PASSWORD),
-        ("plain", PLAIN_USER, PLAIN_PASSWORD),
-    ],
-)
-def test_sasl_ssl_round_trip_and_wrong_password(secure, mechanism, user, password):
+@pytest.mark.parametrize("mechanism", ["scram-sha-256", "scram-sha-512", "plain"])
+def test_sasl_ssl_round_trip_and_wrong_password(secure, mechanism):
+    user, password = USERS[mechanism]
     client = secure.sasl_ssl({"mechanism": mechanism, "username": user, "password": password})
     wrong = {"sasl": {"mechanism": mechanism, "username": user, "password": password + "-wrong"}}
     run = _round_trip(

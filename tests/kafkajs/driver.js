@@ -55,7 +55,10 @@ function describeError(error, depth = 0) {
   if (Array.isArray(error.errors)) out.errors = error.errors.map(e => describeError(e, depth + 1))
   if (Array.isArray(error.groups)) {
     // KafkaJSDeleteGroupsError: each group's own error
-    out.groups = error.groups.map(g => ({ groupId: g.groupId, error: describeError(g.error, depth + 1) }))
+    out.groups = error.groups.map(g => ({
+      groupId: g.groupId,
+      error: describeError(g.error, depth + 1),
+    }))
   }
   return out
 }
@@ -128,7 +131,8 @@ async function transactionStep(kafka, step) {
     for (const batch of step.batches) {
       const txn = await producer.transaction()
       try {
-        const metadata = await txn.send({ topic: step.topic, messages: batch.messages.map(encodeMessage) })
+        const messages = batch.messages.map(encodeMessage)
+        const metadata = await txn.send({ topic: step.topic, messages })
         await (batch.end === 'commit' ? txn.commit() : txn.abort())
         out.push({ end: batch.end, metadata })
       } catch (error) {
@@ -229,13 +233,20 @@ async function commitRead(member) {
   for (const r of member.records) {
     const key = `${r.topic}\u0000${r.partition}`
     const offset = BigInt(r.offset) + 1n
-    if (!(key in next) || next[key].offset < offset) next[key] = { topic: r.topic, partition: r.partition, offset }
+    if (!(key in next) || next[key].offset < offset) {
+      next[key] = { topic: r.topic, partition: r.partition, offset }
+    }
   }
   const offsets = Object.values(next).map(o => ({ ...o, offset: o.offset.toString() }))
   if (offsets.length) await member.consumer.commitOffsets(offsets)
 }
 
-const STEPS = { admin: adminStep, produce: produceStep, transaction: transactionStep, consume: consumeStep }
+const STEPS = {
+  admin: adminStep,
+  produce: produceStep,
+  transaction: transactionStep,
+  consume: consumeStep,
+}
 
 async function main() {
   const scenario = JSON.parse(fs.readFileSync(0, 'utf8'))
@@ -243,7 +254,9 @@ async function main() {
   const results = []
   for (const step of scenario.steps) {
     // a step's own "client" settings (another user, say) give it a client of its own
-    const client = step.client ? new Kafka(clientConfig({ ...scenario.client, ...step.client })) : kafka
+    const client = step.client
+      ? new Kafka(clientConfig({ ...scenario.client, ...step.client }))
+      : kafka
     try {
       results.push({ ok: true, value: await STEPS[step.op](client, step) })
     } catch (error) {
