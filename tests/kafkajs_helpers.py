@@ -33,16 +33,25 @@ def _unb64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 
 
+def _b64_header(value: bytes | list[bytes]) -> str | list[str]:
+    return [_b64(v) for v in value] if isinstance(value, list) else _b64(value)
+
+
+def _unb64_header(value: str | list[str]) -> bytes | list[bytes]:
+    return [_unb64(v) for v in value] if isinstance(value, list) else _unb64(value)
+
+
 def message(
-    value: bytes,
+    value: bytes | None,
     key: bytes | None = None,
-    headers: dict[str, bytes] | None = None,
+    headers: dict[str, bytes | list[bytes]] | None = None,
     partition: int | None = None,
 ) -> dict:
-    """One record for a produce or transaction step."""
+    """One record for a produce or transaction step; a header with a list of values is
+    that key repeated, as KafkaJS writes it."""
     out: dict = {"value": _b64(value), "key": _b64(key)}
     if headers:
-        out["headers"] = {k: _b64(v) for k, v in headers.items()}
+        out["headers"] = {k: _b64_header(v) for k, v in headers.items()}
     if partition is not None:
         out["partition"] = partition
     return out
@@ -55,7 +64,7 @@ class Record:
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: dict[str, bytes]
+    headers: dict[str, bytes | list[bytes]]  # a repeated key's values as a list
 
 
 @dataclass
@@ -88,7 +97,7 @@ def _record(r: dict) -> Record:
         offset=int(r["offset"]),
         key=_unb64(r["key"]),
         value=_unb64(r["value"]),
-        headers={k: _unb64(v) for k, v in r["headers"].items()},
+        headers={k: _unb64_header(v) for k, v in r["headers"].items()},
     )
 
 
@@ -176,14 +185,21 @@ def produce(topic: str, messages: list[dict], acks: int = -1, **step) -> dict:
     return {"op": "produce", "topic": topic, "messages": messages, "acks": acks, **step}
 
 
-def transaction(topic: str, transactional_id: str, batches: list[tuple[str, list[dict]]]) -> dict:
-    """One transactional producer; each (end, messages) batch in a transaction of its
-    own, ended by "commit" or "abort"."""
+def transaction(
+    topic: str, transactional_id: str, batches: list[tuple[str, list[dict]] | tuple]
+) -> dict:
+    """One transactional producer; each batch ``(end, messages)`` or ``(end, messages,
+    offsets)`` in a transaction of its own, with ``offsets`` (KafkaJS's sendOffsets
+    argument: ``{"consumerGroupId": g, "topics": [...]}``) committed in it, ended by
+    "commit" or "abort"."""
     return {
         "op": "transaction",
         "topic": topic,
         "producer": {"transactionalId": transactional_id},
-        "batches": [{"end": end, "messages": messages} for end, messages in batches],
+        "batches": [
+            {"end": b[0], "messages": b[1], **({"sendOffsets": b[2]} if len(b) > 2 else {})}
+            for b in batches
+        ],
     }
 
 

@@ -154,6 +154,29 @@ def test_produce_consume_group_commit(plain):
     assert _offsets(fetched.value, run.topic) == {0: 3, 1: 3, 2: 3}
 
 
+def test_null_empty_and_repeated_headers(plain):
+    topic = unique("t-kjs-edges")
+    sent = [
+        message(None, partition=0),  # a tombstone without a key
+        message(b"", key=b"", partition=0),
+        message(b"v", key=b"k", headers={"h": [b"1", b"2"], "e": b""}, partition=0),
+    ]
+    _, _, consumed = run_kafkajs(
+        plain,
+        [
+            admin("createTopics", {"topics": [topic_spec(topic, 1)]}),
+            produce(topic, sent),
+            consume([topic], 3, [{"groupId": unique("g-kjs-edges"), **CONSUMER}]),
+        ],
+    )
+    (member,) = consumed.members
+    assert [(r.offset, r.key, r.value, r.headers) for r in member.records] == [
+        (0, None, None, {}),
+        (1, b"", b"", {}),
+        (2, b"k", b"v", {"h": [b"1", b"2"], "e": b""}),
+    ]
+
+
 def test_two_consumers_share_partitions(plain):
     run = _round_trip(plain, "share", 8, 4, consumers=[{}, {}], describe=True)
     topic = run.topic
@@ -173,22 +196,32 @@ def test_two_consumers_share_partitions(plain):
 
 
 def test_transactions_read_committed(plain):
-    topic = unique("t-kjs-txn")
+    topic, group = unique("t-kjs-txn"), unique("g-kjs-txn")
     committed = [message(b"c%d" % i, key=b"k", partition=0) for i in range(3)]
     aborted = [message(b"a%d" % i, key=b"k", partition=0) for i in range(3)]
     last = [message(b"c-last", key=b"k", partition=0)]
-    _, txn, read_committed, read_uncommitted, offsets = run_kafkajs(
+
+    def offsets(offset: int) -> dict:  # the group's offset, committed in a transaction
+        partitions = [{"partition": 0, "offset": str(offset)}]
+        return {"consumerGroupId": group, "topics": [{"topic": topic, "partitions": partitions}]}
+
+    _, txn, read_committed, read_uncommitted, topic_offsets, group_offsets = run_kafkajs(
         plain,
         [
             admin("createTopics", {"topics": [topic_spec(topic, 1)]}),
             transaction(
                 topic,
                 unique("tx-kjs"),
-                [("commit", committed), ("abort", aborted), ("commit", last)],
+                [
+                    ("commit", committed, offsets(3)),
+                    ("abort", aborted, offsets(7)),
+                    ("commit", last),
+                ],
             ),
             consume([topic], 4, [{"groupId": unique("g-rc"), **CONSUMER}]),
             consume([topic], 7, [{"groupId": unique("g-ru"), "readUncommitted": True, **CONSUMER}]),
             admin("fetchTopicOffsets", topic),
+            admin("fetchOffsets", {"groupId": group, "topics": [topic]}),
         ],
     )
     # each transaction ends with its marker: c0..c2 @0-2, marker @3, a0..a2 @4-6,
@@ -215,8 +248,10 @@ def test_transactions_read_committed(plain):
         (6, b"a2"),
         (8, b"c-last"),
     ]
-    (partition,) = offsets.value
+    (partition,) = topic_offsets.value
     assert (partition["low"], partition["high"]) == ("0", "10")
+    # the offsets sent in the committed transaction count; those of the aborted do not
+    assert _offsets(group_offsets.value, topic) == {0: 3}
 
 
 def test_admin_calls(plain):

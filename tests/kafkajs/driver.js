@@ -67,7 +67,9 @@ function encodeMessage(m) {
   const out = { key: unb64(m.key), value: unb64(m.value) }
   if (m.partition !== undefined) out.partition = m.partition
   if (m.headers) {
-    out.headers = Object.fromEntries(Object.entries(m.headers).map(([k, v]) => [k, unb64(v)]))
+    // a header key may repeat: KafkaJS takes an array of values for it
+    const value = v => (Array.isArray(v) ? v.map(unb64) : unb64(v))
+    out.headers = Object.fromEntries(Object.entries(m.headers).map(([k, v]) => [k, value(v)]))
   }
   return out
 }
@@ -121,7 +123,8 @@ async function produceStep(kafka, step) {
   }
 }
 
-// One transactional producer; each batch is sent in a transaction of its own and then
+// One transactional producer; each batch is sent in a transaction of its own, with the
+// group offsets of its "sendOffsets" ({consumerGroupId, topics}) if any, and then
 // committed or aborted ("end"). The value is each batch's record metadata.
 async function transactionStep(kafka, step) {
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, ...step.producer })
@@ -133,6 +136,8 @@ async function transactionStep(kafka, step) {
       try {
         const messages = batch.messages.map(encodeMessage)
         const metadata = await txn.send({ topic: step.topic, messages })
+        // a consumer group's offsets in the transaction (AddOffsetsToTxn, TxnOffsetCommit)
+        if (batch.sendOffsets) await txn.sendOffsets(batch.sendOffsets)
         await (batch.end === 'commit' ? txn.commit() : txn.abort())
         out.push({ end: batch.end, metadata })
       } catch (error) {
