@@ -79,23 +79,19 @@ def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> li
             value = ",".join(value)
         if spec.sensitive:  # passwords and private keys: never on the wire, as Kafka
             value = None
+        elif isinstance(value, bool):  # Kafka's "true"/"false", in the synonym too
+            value = str(value).lower()
+        elif value is not None:
+            value = str(value)
         source = STATIC_BROKER_CONFIG if explicit else DEFAULT_CONFIG
         rows.append(
             {
                 "name": key,
-                "value": None
-                if value is None
-                else str(value).lower()
-                if isinstance(value, bool)
-                else str(value),
+                "value": value,
                 "read_only": True,
                 "config_source": source,
                 "is_sensitive": spec.sensitive,
-                "synonyms": [
-                    {"name": key, "value": None if value is None else str(value), "source": source}
-                ]
-                if synonyms
-                else [],
+                "synonyms": [{"name": key, "value": value, "source": source}] if synonyms else [],
                 "config_type": 7 if spec.sensitive else 2,  # PASSWORD, STRING
                 "documentation": spec.doc,
             }
