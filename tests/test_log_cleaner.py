@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from broker.log.cleaner import CLEANER_CHECKPOINT, LogCleaner
+from broker.log.cleaner import CLEANER_CHECKPOINT, ENTRY_BYTES, LogCleaner
 from broker.log.log import Log
 from broker.protocol.records import build_batch, decode_records, read_batch_header
 from tests.log_helpers import config, read_all
@@ -56,6 +56,9 @@ def test_keeps_the_latest_value_per_key_and_never_the_active_segment(tmp_path):
     # the checkpoint holds the first dirty offset: nothing left to clean now
     assert (tmp_path / CLEANER_CHECKPOINT).exists()
     assert not cleaner.maybe_clean({("topic", 0): lg}, NOW)
+    # Kafka's LogCleaner gauges: the offset map held 3 keys; the last look was at NOW
+    assert cleaner.last_buffer_utilization == 3 / (cleaner.dedupe_buffer_size / ENTRY_BYTES)
+    assert cleaner.last_run_ms == NOW and cleaner.max_compaction_delay_ms == 0
 
 
 def test_a_reopened_log_reads_the_same_after_cleaning(tmp_path):

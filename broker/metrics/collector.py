@@ -209,6 +209,21 @@ class BrokerCollector(Collector):
             "Duration of the last clean",
             cleaner.last_clean_secs,
         )
+        yield gauge(
+            "kafka_log_logcleaner_max_buffer_utilization_percent",
+            "Offset map use of the last clean, percent",
+            100.0 * cleaner.last_buffer_utilization,
+        )
+        yield gauge(
+            "kafka_log_logcleaner_max_compaction_delay_secs",
+            "Longest time a compacted log is past its max.compaction.lag.ms",
+            cleaner.max_compaction_delay_ms / 1000.0,
+        )
+        yield gauge(
+            "kafka_log_logcleanermanager_time_since_last_run_ms",
+            "Since the cleaner last looked for a log to clean",
+            max(time.time() * 1000 - cleaner.last_run_ms, 0),
+        )
         yield from self._cleaner_partitions(cleaner, logs)
 
     def _cleaner_partitions(self, cleaner, logs) -> Iterator[Metric]:

@@ -156,7 +156,12 @@ class RequestStats:
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names
         self.counts: dict[tuple[int, int], int] = {}
+        # as Kafka's RequestChannel.Metrics: every served API's timers from start-up (a
+        # fresh broker's dashboards show zeros); the per-version counts come with traffic,
+        # as Kafka's RequestsPerSec meters do
         self.timers: dict[str, tuple[Histogram, ...]] = {}
+        for name in (*names.values(), "FetchConsumer", "FetchFollower"):
+            self._timers(name)
 
     def _timers(self, name: str) -> tuple[Histogram, ...]:
         timers = self.timers.get(name)
