@@ -14,6 +14,7 @@ from broker.log.cleaner import CLEANER_CHECKPOINT
 from broker.protocol.records import build_batch, decode_records
 from pipeline.producer import DeliveryError, RecordProducer
 from tests.group_helpers import read_partition, unique, wait_until
+from tests.metrics_helpers import value
 from tests.ops_helpers import alter_configs
 from tests.wire import WireClient
 
@@ -22,7 +23,7 @@ MESSAGE = "Compacted topic cannot accept message without key in topic partition"
 
 @pytest.fixture(scope="module")
 def broker(cluster_factory):
-    return cluster_factory(1, **{"log.cleaner.backoff.ms": "100"})
+    return cluster_factory(1, **{"log.cleaner.backoff.ms": "100", "quill.metrics.port": "free"})
 
 
 @pytest.fixture()
@@ -59,6 +60,15 @@ def test_produce_v9_names_every_keyless_record_and_writes_nothing(wire, policy):
     assert wire.list_offset(topic, 0, -1).offset == 0  # nothing appended
     ok = wire.produce(topic, 0, _batch([b"a", b"b"]))
     assert (ok.error_code, ok.base_offset) == (ErrorCode.none, 0)
+
+
+def test_refused_keyless_records_are_counted(broker, wire):
+    port = broker.brokers[0].metrics_port
+    name = "kafka_server_brokertopicmetrics_nokeycompactedtopicrecords_total"
+    before = value(port, name)
+    topic = _compacted(wire)
+    assert wire.produce(topic, 0, _batch([None, b"k", None])).error_code == 87
+    assert value(port, name) == before + 2
 
 
 def test_produce_v7_has_the_error_code_alone(wire):

@@ -152,3 +152,17 @@ def test_delete_and_compact_topics_and_non_compacted_ones_are_left_alone(tmp_pat
         _append(lg, [(b"k", b"v%d" % i)])
     assert not _cleaner(tmp_path).maybe_clean({("plain", 0): lg}, NOW)
     assert len(read_all(lg)) == 30
+
+
+def test_uncleanable_bytes_are_the_given_up_partitions_cleanable_bytes(tmp_path):
+    lg = _compact_log(tmp_path)
+    for i in range(40):
+        _append(lg, [(b"k%d" % (i % 4), b"v%d" % i)])
+    cleaner = _cleaner(tmp_path)
+    logs = {("topic", 0): lg}
+    assert cleaner.uncleanable_bytes(lambda t, p: logs.get((t, p))) == {str(tmp_path): 0}
+    cleaner.uncleanable.add(("topic", 0))  # as a failed clean marks it
+    below_active = sum(s.size for s in lg.segments if s is not lg.active_segment)
+    assert below_active > 0
+    got = cleaner.uncleanable_bytes(lambda t, p: logs.get((t, p)))
+    assert got == {str(tmp_path): below_active}

@@ -16,11 +16,13 @@ from .metrics_helpers import scrape_text
 CLEANER_GAUGES = (
     "kafka_log_logcleanermanager_max_dirty_percent",
     "kafka_log_logcleanermanager_time_since_last_run_ms",
+    "kafka_log_logcleanermanager_uncleanable_bytes",
     "kafka_log_logcleanermanager_uncleanable_partitions_count",
     "kafka_log_logcleaner_cleaner_recopy_percent",
     "kafka_log_logcleaner_max_buffer_utilization_percent",
     "kafka_log_logcleaner_max_clean_time_secs",
     "kafka_log_logcleaner_max_compaction_delay_secs",
+    "kafka_log_logcleaner_deadthreadcount",
 )
 
 
@@ -57,6 +59,11 @@ def test_cleaner_gauges_exist_from_start_up(fresh):
     by_dir = {
         s.labels["logDirectory"]: s.value
         for s in families["kafka_log_logcleanermanager_uncleanable_partitions_count"].samples
+    }
+    assert by_dir == {str(broker.log_dir): 0}
+    by_dir = {
+        s.labels["logDirectory"]: s.value
+        for s in families["kafka_log_logcleanermanager_uncleanable_bytes"].samples
     }
     assert by_dir == {str(broker.log_dir): 0}
     for name in (

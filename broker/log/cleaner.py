@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,6 +172,22 @@ class LogCleaner:
         self.update_checkpoint(cleanable.log.dir.parent, cleanable.tp, end)
         self.last_cleaned_ms[cleanable.tp] = _now()
         return True
+
+    def uncleanable_bytes(self, get_log: Callable[[str, int], Log | None]) -> dict[str, int]:
+        """Kafka's LogCleanerManager uncleanable-bytes: per log dir, the cleanable bytes
+        of the partitions the cleaner gave up on (0 for every dir when there are none)."""
+        out = {str(d): 0 for d in self.log_dirs}
+        if not self.uncleanable:
+            return out
+        checkpoints, now = self.checkpoints(), _now()
+        for tp in list(self.uncleanable):
+            lg = get_log(*tp)
+            if lg is None:
+                continue
+            first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
+            size = _log_to_clean(tp, lg, first_dirty, uncleanable, now).cleanable_bytes
+            out[str(lg.dir.parent)] = out.get(str(lg.dir.parent), 0) + size
+        return out
 
     def grab_filthiest(self, logs: dict[TopicPartition, Log], now: int) -> LogToClean | None:
         checkpoints = self.checkpoints()

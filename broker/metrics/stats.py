@@ -96,6 +96,9 @@ class BrokerTopicStats:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicStats] = {}
+        # Kafka's all-topics NoKeyCompactedTopicRecordsPerSec: keyless records refused by
+        # a compacted topic (each is one of the refused appends' record_errors)
+        self.no_key_compacted = 0
 
     def _get(self, topic: str) -> TopicStats:
         stats = self.topics.get(topic)
@@ -110,6 +113,8 @@ class BrokerTopicStats:
         if result.error:
             if result.error not in NOT_COUNTED_AS_FAILED:
                 stats.failed_produce += 1
+            if result.record_errors:
+                self.no_key_compacted += len(result.record_errors)
             return
         stats.messages_in += result.last_offset - result.base_offset + 1
         stats.bytes_in += size
