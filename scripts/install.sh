@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow)
+# openssl: the tests sign a SHA-1 certificate with its CLI; gcc, python3-dev: twofish (a
+# dependency of pyjks, for JKS keystores) is built from source, having no wheel
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}

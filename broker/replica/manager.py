@@ -18,7 +18,7 @@ from ..aio import await_future
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from .counts import Counts, PartitionCounts
 from .expiry import ExpiryBuckets
 from .fetcher import ReplicaFetcherManager
@@ -39,6 +39,7 @@ class ProduceResult:
     last_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] | None = None  # (batch index, message): INVALID_RECORD
 
 
 @dataclass(slots=True)
@@ -266,7 +267,11 @@ class ReplicaManager:
         except KafkaError as exc:
             if exc.code not in (ErrorCode.not_leader_or_follower,):
                 log.info("produce to %s-%d refused: %s", topic, index, exc.message)
-            return ProduceResult(exc.code, exc.message)
+            return ProduceResult(
+                exc.code,
+                exc.message,
+                record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else None,
+            )
         return ProduceResult(
             base_offset=info.first_offset,
             last_offset=info.last_offset,

@@ -244,8 +244,15 @@ KEYS: dict[str, Key] = {
             "sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "SASL mechanism between brokers"
         ),
         Key("connections.max.reauth.ms", _int, 0, "KIP-368 re-authentication (0: off)", 0),
-        Key("ssl.keystore.type", str, "JKS", "PEM only (JKS and PKCS12 are Java's)"),
-        Key("ssl.keystore.location", str, None, "PEM file with the private key and certificates"),
+        Key("ssl.keystore.type", str, "JKS", "JKS, PKCS12 or PEM"),
+        Key("ssl.keystore.location", str, None, "Keystore file: the private key and its chain"),
+        Key(
+            "ssl.keystore.password",
+            str,
+            None,
+            "Password of a JKS or PKCS12 keystore",
+            sensitive=True,
+        ),
         Key(
             "ssl.keystore.certificate.chain",
             str,
@@ -254,9 +261,10 @@ KEYS: dict[str, Key] = {
             sensitive=True,
         ),
         Key("ssl.keystore.key", str, None, "PEM private key (text)", sensitive=True),
-        Key("ssl.key.password", str, None, "Password of an encrypted private key", sensitive=True),
-        Key("ssl.truststore.type", str, "JKS", "PEM only"),
-        Key("ssl.truststore.location", str, None, "PEM file of trusted CA certificates"),
+        Key("ssl.key.password", str, None, "Password of the private key", sensitive=True),
+        Key("ssl.truststore.type", str, "JKS", "JKS, PKCS12 or PEM"),
+        Key("ssl.truststore.location", str, None, "Truststore file: the trusted CA certificates"),
+        Key("ssl.truststore.password", str, None, "Password of the truststore", sensitive=True),
         Key(
             "ssl.truststore.certificates",
             str,
