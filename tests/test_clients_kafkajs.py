@@ -418,16 +418,6 @@ def test_broker_configs_and_synonyms(plain):
         ]
 
 
-def test_consumer_with_zero_rebalance_timeout(plain):
-    """KafkaJS's broker-level joinGroup defaults rebalanceTimeout to 0; Kafka lets such a
-    member join (its JoinGroup completes at once) and consume."""
-    run = _round_trip(plain, "rt0", 4, 2, consumers=[{"rebalanceTimeout": 0}], waitMs=30000)
-    (member,) = run.consumed.members
-    assert member.crashes == []
-    assert member.assignment == {run.topic: [0, 1]}
-    assert _read([member], run.topic) == run.expected
-
-
 # SSL and SASL_SSL
 
 
