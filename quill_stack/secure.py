@@ -13,7 +13,18 @@ operator's ``admin``. What it writes under the state dir:
   'SCRAM-SHA-512=[password=...]'`` wrote them (``python -m quill_stack.secure users``, a
   broker's pre-start step);
 - ``client-admin.properties``: the admin's client properties, for ``--command-config``
-  and for the console, worker and monitor (``QUILL_CLIENT_CONFIG``).
+  and for the console, worker and monitor (``QUILL_CLIENT_CONFIG``);
+- ZooKeeper takes only SASL DIGEST-MD5 logins (``zookeeper/jaas.conf``, its Server
+  section, written with ZooKeeper's zoo.cfg by quill_stack.services); the brokers, the
+  console, monitor, worker and this module log in as ``kafka`` with
+  ``zookeeper-client.jaas`` (its Client section; mode 0600), Kafka's
+  ``java.security.auth.login.config``. Brokers run with ``zookeeper.set.acl=true``: a
+  znode is ALL for ``sasl:kafka``, READ for the world, nothing for the world below
+  /config/users, /config/brokers and /delegation_token/tokens (broker.zk.security). The
+  console, monitor and worker are ``kafka`` too, as Kafka's admin tools share the
+  brokers' JAAS file: they write what brokers write (configs, compaction requests);
+- Redis has a password (``requirepass``, ``secrets/redis.password``), passed to the
+  console, worker and monitor as the file's path (``QUILL_REDIS_PASSWORD_FILE``).
 
 The brokers' server.properties hold the inter-broker password, so they are written
 0600 too. ``compose-init`` makes the same things for the compose secure profile
@@ -29,7 +40,18 @@ import socket
 import sys
 from pathlib import Path
 
+from broker.security.jaas import jaas_section
 from broker.security.scram_credentials import ScramCredential, credentials_in
+from broker.zk.client import KafkaZkClient
+from broker.zk.security import (
+    DEFAULT_CLIENT_SECTION,
+    DIGEST_LOGIN_MODULE,
+    JAAS_CONFIG_ENV,
+    JAAS_CONFIG_KEY,
+    ZkCredentials,
+    read_client_credentials,
+)
+from quill_stack.redis_auth import PASSWORD_FILE_ENV as REDIS_PASSWORD_FILE_ENV
 from quill_stack.state import write_private
 from quill_stack.tls import ensure_ca, ensure_server_cert
 
@@ -41,6 +63,7 @@ BROKER_USER, ADMIN_USER = "broker", "admin"
 USERS = (BROKER_USER, ADMIN_USER)
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+ZOOKEEPER_USER = "kafka"  # every process's ZooKeeper principal: sasl:kafka
 
 
 def check_mode(mode: str) -> str:
@@ -62,12 +85,46 @@ def admin_properties_path(state_dir: Path) -> Path:
     return state_dir / "client-admin.properties"
 
 
+def password_path(state_dir: Path, user: str) -> Path:
+    return state_dir / "secrets" / f"{user}.password"
+
+
 def password(state_dir: Path, user: str) -> str:
     """The user's password, made the first time and kept under secrets/."""
-    path = state_dir / "secrets" / f"{user}.password"
+    path = password_path(state_dir, user)
     if not path.exists():
         write_private(path, secrets.token_urlsafe(24).encode())
     return path.read_text().strip()
+
+
+ZOOKEEPER_SECRET = f"zookeeper-{ZOOKEEPER_USER}"  # secrets/zookeeper-kafka.password
+
+
+def zookeeper_users(state_dir: Path) -> dict[str, str]:
+    """The SASL users ZooKeeper's Server section lists: the stack's one principal."""
+    return {ZOOKEEPER_USER: password(state_dir, ZOOKEEPER_SECRET)}
+
+
+def zookeeper_jaas_path(state_dir: Path) -> Path:
+    return state_dir / "zookeeper-client.jaas"
+
+
+def write_zookeeper_jaas(state_dir: Path) -> Path:
+    """``zookeeper-client.jaas`` (0600): the Client section every process logs in with."""
+    [(user, secret)] = zookeeper_users(state_dir).items()
+    options = {"username": user, "password": secret}
+    text = jaas_section(DEFAULT_CLIENT_SECTION, DIGEST_LOGIN_MODULE, options)
+    path = zookeeper_jaas_path(state_dir)
+    write_private(path, text.encode())
+    return path
+
+
+def zookeeper_credentials(state_dir: Path) -> ZkCredentials:
+    return read_client_credentials(write_zookeeper_jaas(state_dir))
+
+
+def redis_password(state_dir: Path) -> str:
+    return password(state_dir, "redis")
 
 
 def jaas_config(user: str, secret: str) -> str:
@@ -101,6 +158,8 @@ def security_properties(state_dir: Path, keystore: Path, listeners: list[str]) -
         "authorizer.class.name": AUTHORIZER,
         "allow.everyone.if.no.acl.found": "false",
         "super.users": ";".join(f"User:{u}" for u in USERS),
+        JAAS_CONFIG_KEY: str(write_zookeeper_jaas(state_dir)),
+        "zookeeper.set.acl": "true",
     }
 
 
@@ -147,17 +206,21 @@ def client_hint(cfg) -> str:
 
 
 def app_env(state_dir: Path) -> dict[str, str]:
-    """What the console, worker and monitor get: the admin's client properties."""
-    return {"QUILL_CLIENT_CONFIG": str(write_admin_properties(state_dir))}
+    """What the console, worker and monitor get: the admin's client properties, the
+    ZooKeeper login and the Redis password, each as a 0600 file's path."""
+    redis_password(state_dir)
+    return {
+        "QUILL_CLIENT_CONFIG": str(write_admin_properties(state_dir)),
+        JAAS_CONFIG_ENV: str(write_zookeeper_jaas(state_dir)),
+        REDIS_PASSWORD_FILE_ENV: str(password_path(state_dir, "redis")),
+    }
 
 
 def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
     """Write each stack user's SCRAM-SHA-512 credential to ``/config/users/<user>``
     unless the one there already matches its password (other keys, e.g. quotas, stay).
     Returns the users written."""
-    from broker.zk.client import KafkaZkClient
-
-    zk = KafkaZkClient(zk_connect)
+    zk = KafkaZkClient(zk_connect, credentials=zookeeper_credentials(state_dir), set_acl=True)
     zk.start()
     written = []
     try:
