@@ -105,6 +105,33 @@ def zookeeper_users(state_dir: Path) -> dict[str, str]:
     return {ZOOKEEPER_USER: password(state_dir, ZOOKEEPER_SECRET)}
 
 
+# A secured ZooKeeper's zoo.cfg keys: SASL logins (DIGEST-MD5, the JAAS file's Server
+# section) and no session that has not logged in (ZooKeeper 3.7+'s enforce.auth;
+# sessionRequireClientSASLAuth is its ZooKeeper 3.6 spelling).
+ZOOKEEPER_SASL_SETTINGS = {
+    "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+    "enforce.auth.enabled": "true",
+    "enforce.auth.schemes": "sasl",
+    "sessionRequireClientSASLAuth": "true",
+}
+ZOOKEEPER_SERVER_JAAS = "zookeeper/jaas.conf"  # under the state dir (compose: its volume)
+REDIS_CONF = "redis/redis.conf"
+# The uids the ZooKeeper and Redis images run as (containers/*/Dockerfile): compose-init
+# hands them their files, mode 0600.
+ZOOKEEPER_CONTAINER_UID, REDIS_CONTAINER_UID = 2181, 6379
+
+
+def zookeeper_server_jaas(users: dict[str, str]) -> str:
+    """ZooKeeper's JAAS Server section: DigestLoginModule, user_<name>="<password>" each."""
+    options = {f"user_{name}": secret for name, secret in users.items()}
+    return jaas_section("Server", DIGEST_LOGIN_MODULE, options)
+
+
+def redis_auth_conf(secret: str) -> dict[str, str]:
+    """redis.conf's requirepass line, quoted as redis.conf quotes strings."""
+    return {"requirepass": '"' + secret.replace("\\", "\\\\").replace('"', '\\"') + '"'}
+
+
 def zookeeper_jaas_path(state_dir: Path) -> Path:
     return state_dir / "zookeeper-client.jaas"
 
@@ -115,7 +142,8 @@ def write_zookeeper_jaas(state_dir: Path) -> Path:
     options = {"username": user, "password": secret}
     text = jaas_section(DEFAULT_CLIENT_SECTION, DIGEST_LOGIN_MODULE, options)
     path = zookeeper_jaas_path(state_dir)
-    write_private(path, text.encode())
+    if not path.exists() or path.read_text() != text:  # compose mounts it read-only
+        write_private(path, text.encode())
     return path
 
 
@@ -243,18 +271,25 @@ def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
 COMPOSE_LISTENERS = ["INTERNAL", "EXTERNAL"]  # docker-compose.yml's two listeners
 
 
-def compose_init(config_dir: Path, brokers: int, zk_connect: str, hosts: list[str]) -> None:
+def compose_init(config_dir: Path, brokers: int, hosts: list[str]) -> None:
     """What the compose secure profile's `secure-init` container makes in its volume
-    before the brokers start: the CA, one keystore naming every broker container and the
-    host's names, ``broker.properties`` (the security keys no env var can carry: a JAAS
-    line per listener), ``client-admin.properties``, and the SCRAM users in ZooKeeper."""
+    before ZooKeeper, Redis and the brokers start: the CA, one keystore naming every
+    broker container and the host's names, ``broker.properties`` (the security keys no
+    env var can carry: a JAAS line per listener), ``client-admin.properties``, the
+    ZooKeeper client and server JAAS files and Redis's ``requirepass``. The SCRAM users
+    go to ZooKeeper once it runs (``users``, the `secure-users` container)."""
     names = [f"broker-{i}" for i in range(1, brokers + 1)] + ["localhost", "127.0.0.1", *hosts]
     keystore = ensure_server_cert(tls_dir(config_dir), "broker", names)
     props = security_properties(config_dir, keystore, COMPOSE_LISTENERS)
     text = "# the compose secure profile's broker security settings (quill_stack.secure)\n"
     write_private(config_dir / "broker.properties", (text + properties(props)).encode())
     write_admin_properties(config_dir)
-    ensure_scram_users(config_dir, zk_connect)
+    server_jaas = zookeeper_server_jaas(zookeeper_users(config_dir))
+    write_private(config_dir / ZOOKEEPER_SERVER_JAAS, server_jaas.encode())
+    redis_conf = "".join(
+        f"{k} {v}\n" for k, v in redis_auth_conf(redis_password(config_dir)).items()
+    )
+    write_private(config_dir / REDIS_CONF, redis_conf.encode())
 
 
 def properties(props: dict[str, str]) -> str:
@@ -262,32 +297,42 @@ def properties(props: dict[str, str]) -> str:
 
 
 def _chown_tree(root: Path, owner: str) -> None:
+    """Everything to `owner` (the apps' user), but ZooKeeper's and Redis's own files to
+    the uids their images run as: each reads only its own secret."""
     import pwd
 
     entry = pwd.getpwnam(owner)
     for path in [root, *root.rglob("*")]:
         os.chown(path, entry.pw_uid, entry.pw_gid)
+    for name, uid in (
+        (ZOOKEEPER_SERVER_JAAS, ZOOKEEPER_CONTAINER_UID),
+        (REDIS_CONF, REDIS_CONTAINER_UID),
+    ):
+        os.chown(root / name, uid, uid)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m quill_stack.secure",
-        description="the secure stack's SCRAM users in ZooKeeper (a broker pre-start step), "
-        "or everything the compose secure profile needs (compose-init)",
+        description="the secure stack's SCRAM users in ZooKeeper (a broker pre-start step; "
+        "the compose profile's secure-users), or the files the compose secure profile needs "
+        "before anything starts (compose-init)",
     )
     parser.add_argument("command", choices=["users", "compose-init"])
     parser.add_argument("--state-dir", required=True, type=Path)
-    parser.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
+    parser.add_argument("--zookeeper", help="users: HOST:PORT[/chroot]")
     parser.add_argument("--brokers", type=int, default=3, help="compose-init: broker-1..N")
     parser.add_argument("--host", action="append", default=[], help="compose-init: more names")
     parser.add_argument("--owner", help="compose-init: the user that owns the files")
     args = parser.parse_args(argv)
     if args.command == "compose-init":
-        compose_init(args.state_dir, args.brokers, args.zookeeper, args.host)
+        compose_init(args.state_dir, args.brokers, args.host)
         if args.owner:
             _chown_tree(args.state_dir, args.owner)
-        print(f"secure config in {args.state_dir}; SCRAM users in ZooKeeper", file=sys.stderr)
+        print(f"secure config in {args.state_dir}", file=sys.stderr)
         return 0
+    if not args.zookeeper:
+        parser.error("users needs --zookeeper HOST:PORT[/chroot]")
     written = ensure_scram_users(args.state_dir, args.zookeeper)
     users = ", ".join(written) or "none (already there)"
     print(f"SCRAM users written to /config/users: {users}", file=sys.stderr)
