@@ -21,7 +21,13 @@ from kazoo.security import ACL, Id, Permissions
 
 from broker.server.config import BrokerConfig, ConfigError
 from broker.zk.client import KafkaZkClient
-from broker.zk.security import JAAS_CONFIG_ENV, ZkCredentials, read_client_credentials, zk_client
+from broker.zk.security import (
+    JAAS_CONFIG_ENV,
+    ZkCredentials,
+    credentials_from_env,
+    read_client_credentials,
+    zk_client,
+)
 from broker.zk.znodes import PERSISTENT_PATHS, AclZNodes, ConfigEntityZNode
 from quill_stack.services import PROJECT_ROOT
 from tests.group_helpers import wait_until
@@ -224,3 +230,58 @@ def test_migration_tool_wants_a_login_and_has_help(secured_zookeeper):
     assert shown.returncode == 0
     for option in ("--zookeeper.acl", "--zookeeper.connect", "--enable.path.check"):
         assert option in shown.stdout
+
+
+def test_the_console_and_workers_write_with_the_same_policy(secured, secured_zookeeper, settings):
+    """console.cluster.zk (the console's quotas, the workers' compaction requests) logs
+    in as the brokers' principal and creates znodes with Kafka's ACLs; without a login
+    it gets no session at all."""
+    from console.cluster import zk as console_zk
+    from console.errors import ClusterUnavailable
+
+    settings.QUILL_ZOOKEEPER_CONNECT = secured.zk_connect
+    settings.QUILL_ZOOKEEPER_CREDENTIALS = secured_zookeeper.credentials
+    console_zk.reset()
+    try:
+        console_zk.set_entity_config("users/carol", {"producer_byte_rate": "1024"})
+        console_zk.set_entity_config("clients/app", {"producer_byte_rate": "1024"})
+        client = console_zk.client()
+        client.create("/admin/compact/orders", b"{}", makepath=True)  # as workers/kinds/compact
+    finally:
+        console_zk.reset()
+    zk = secured.zk_client()
+    assert zk.get_acls("/config/users/carol")[0] == SENSITIVE
+    for path in ("/config/clients/app", "/admin/compact", "/admin/compact/orders"):
+        assert _acls(zk, path) == sorted(SECURE, key=lambda a: a.id.scheme), path
+    mallory = _mallory(secured_zookeeper, secured.chroot)
+    try:
+        with pytest.raises(NoAuthError):
+            mallory.get("/config/users/carol")
+    finally:
+        mallory.stop()
+        mallory.close()
+
+    settings.QUILL_ZOOKEEPER_CREDENTIALS = None
+    try:
+        with pytest.raises((ClusterUnavailable, KazooException)):
+            console_zk.set_entity_config("users/mallory", {})
+    finally:
+        console_zk.reset()
+
+
+def test_the_jaas_section_name_is_honoured(tmp_path, monkeypatch):
+    jaas = tmp_path / "zk.jaas"
+    jaas.write_text(
+        "ZkClient {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  username="kafka" password="s3cret";\n};\n'
+    )
+    base = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path)}
+    base["java.security.auth.login.config"] = str(jaas)
+    with pytest.raises(ConfigError, match="no 'Client' section"):
+        BrokerConfig(base)
+    config = BrokerConfig({**base, "zookeeper.sasl.clientconfig": "ZkClient"})
+    assert config.zookeeper_credentials == ZkCredentials("kafka", "s3cret")
+    assert "s3cret" not in repr(config.zookeeper_credentials)
+    monkeypatch.setenv(JAAS_CONFIG_ENV, str(jaas))
+    monkeypatch.setenv("QUILL_ZOOKEEPER_SASL_CLIENTCONFIG", "ZkClient")
+    assert credentials_from_env() == ZkCredentials("kafka", "s3cret")
