@@ -17,6 +17,7 @@ from typing import Any
 
 from ..log.config import BROKER_SYNONYMS, LogConfig
 from ..protocol.errors import KafkaError
+from ..zk.security import ZkSecurityError, read_client_credentials
 from .connection_quotas import ConfigValueError, parse_ip_overrides
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,14 @@ KEYS: dict[str, Key] = {
             "Time to wait for ZooKeeper at start (default: zookeeper.session.timeout.ms)",
             1,
         ),
+        Key("zookeeper.set.acl", _bool, False, "Create znodes with secure ACLs (SASL login)"),
+        Key(
+            "java.security.auth.login.config",
+            str,
+            None,
+            "JAAS file whose Client section logs in to ZooKeeper (Kafka's JVM property)",
+        ),
+        Key("zookeeper.sasl.clientconfig", str, "Client", "JAAS section for ZooKeeper"),
         Key("num.partitions", _int, 1, "Default partition count of auto-created topics", 1),
         Key("default.replication.factor", _int, 1, "Default replication factor", 1),
         Key("auto.create.topics.enable", _bool, True, "Create topics on first Metadata request"),
@@ -378,6 +387,25 @@ class BrokerConfig:
         self._validate_connection_limits()
         self._validate_log_defaults()
         self._validate_authorizer()
+        self.zookeeper_credentials = self._zookeeper_credentials()
+
+    def _zookeeper_credentials(self):
+        """The broker's SASL login to ZooKeeper (None: anonymous); refused at start-up
+        when the JAAS file is unusable or zookeeper.set.acl=true has no login to name
+        the znodes' owner (as Kafka refuses it)."""
+        jaas = self.values["java.security.auth.login.config"]
+        try:
+            creds = None
+            if jaas:
+                creds = read_client_credentials(jaas, self.values["zookeeper.sasl.clientconfig"])
+        except ZkSecurityError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.values["zookeeper.set.acl"] and creds is None:
+            raise ConfigError(
+                "zookeeper.set.acl is true, but java.security.auth.login.config names no "
+                "JAAS file with a ZooKeeper client login; set it or set zookeeper.set.acl=false"
+            )
+        return creds
 
     def _validate_authorizer(self) -> None:
         from ..security.authorizer import AclAuthorizer, AuthorizerConfigError  # noqa: PLC0415

@@ -57,7 +57,12 @@ class KafkaServer:
         self.controller_epoch_seen = 0  # the newest controller this broker has heard from
         self.metadata_ready = asyncio.Event()  # set by the first UpdateMetadata
         self.cache = MetadataCache(config.broker_id)
-        self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
+        self.zk = KafkaZkClient(
+            config["zookeeper.connect"],
+            config["zookeeper.session.timeout.ms"],
+            config.zookeeper_credentials,
+            config["zookeeper.set.acl"],
+        )
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.heap: HeapFreezer | None = None
