@@ -27,7 +27,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import decode_records
+from console.monitor.brokers import figures, parse
+from console.views.topics import consumer_reads
 from tests.group_helpers import wait_until
+from tests.metrics_helpers import scrape_text
 from tests.metrics_helpers import value as metric_value
 from tests.wire import WireClient
 
@@ -184,6 +187,20 @@ def test_consumer_in_rack_b_reads_from_the_rack_b_follower(racks):
     out = _bytes_out(racks, topic)
     assert out[2] >= RECORDS * 90, out  # every record's bytes, at least once
     assert out[1] == 0 and out[3] == 0, out  # the leader only ever redirected
+
+
+def test_console_reads_the_follower_serving_rack_b(racks):
+    """The console's monitor parses each broker's /metrics; the topic page's "consumer
+    reads by broker" then names broker 2, a follower, as the one serving the topic."""
+    topic = _topic(racks, [1, 2, 3])
+    _produce(racks, topic, 0, 200)
+    with _reading(racks, topic, "b") as consumer:
+        assert _consume(consumer, 200) == _expected(0, 200)
+    readings = {b.id: figures(None, parse(scrape_text(b.metrics_port), 0.0)) for b in racks.brokers}
+    partitions = [{"partition": 0, "leader": 1, "replicas": [1, 2, 3]}]
+    rows = consumer_reads(topic, partitions, readings)
+    assert [(r["broker"], r["leads"], r["follows"]) for r in rows] == [(2, [], [0])]
+    assert rows[0]["total"] >= 200 * 90
 
 
 def test_consumer_without_rack_reads_from_the_leader(racks):
