@@ -144,6 +144,7 @@ def test_leader_names_the_same_rack_replica_on_the_wire(racks):
         assert _values(redirected.records) == []  # as Kafka: no read when redirecting
         assert redirected.high_watermark == 10
         assert leader.fetch(topic, 0, 0, rack_id="c").preferred_read_replica == 3
+        assert leader.fetch(topic, 0, 0, rack_id="b", version=11).preferred_read_replica == 2
         for rack in ("a", "", "elsewhere"):  # the leader's own rack, none, no replica there
             here = leader.fetch(topic, 0, 0, rack_id=rack)
             assert here.preferred_read_replica == -1, rack
