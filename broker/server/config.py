@@ -17,6 +17,7 @@ from typing import Any
 
 from ..log.config import BROKER_SYNONYMS, LogConfig
 from ..protocol.errors import KafkaError
+from ..replica.selector import selector_for
 from ..zk.security import ZkSecurityError, read_client_credentials
 from .connection_quotas import ConfigValueError, parse_ip_overrides
 
@@ -52,6 +53,12 @@ class Key:
 
 def _int(text: str) -> int:
     return int(text.strip())
+
+
+def _replica_selector(text: str) -> str | None:
+    """One of the selector classes Kafka ships that we have (replica/selector.py)."""
+    selector_for(text)  # ValueError naming the ones we have
+    return text.strip() or None
 
 
 KEYS: dict[str, Key] = {
@@ -168,6 +175,12 @@ KEYS: dict[str, Key] = {
         Key("replica.fetch.max.bytes", _int, 1048576, "Bytes per partition a follower fetches", 1),
         Key("replica.fetch.wait.max.ms", _int, 500, "Longest a follower fetch waits", 0),
         Key("replica.fetch.response.max.bytes", _int, 10485760, "Largest follower fetch", 1),
+        Key(
+            "replica.selector.class",
+            _replica_selector,
+            None,
+            "KIP-392: where consumers with client.rack read (RackAwareReplicaSelector)",
+        ),
         Key(
             "replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint interval", 1
         ),

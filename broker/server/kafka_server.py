@@ -28,6 +28,7 @@ from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
+from ..replica.selector import selector_for
 from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
 from ..security.credential_cache import CredentialCache
@@ -218,6 +219,8 @@ class KafkaServer:
             self._write_isr,
             self._in_metadata,
         )
+        self.replicas.replica_selector = selector_for(cfg["replica.selector.class"])
+        self.replicas.live_broker = lambda b: self.cache.brokers.get(b)  # replaced on updates
         self.heap = HeapFreezer(loop)
         self.replicas.on_partitions_changed = self.heap.partitions_changed
         self.group_coordinator = GroupCoordinator(
