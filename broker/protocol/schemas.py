@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,13 +56,13 @@ class ControlledShutdownResponse:
     remaining_partitions: tuple[RemainingPartition, ...]
 
 
-def _entity(api_key: int, version: int, kind, header):
+def _entity(api_key: int, version: int, kind, header, flexible: bool = True):
     """Decorator: kio's class attributes for a message type of ours."""
 
     def wrap(cls):
         cls.__type__ = kind
         cls.__version__ = i16(version)
-        cls.__flexible__ = True
+        cls.__flexible__ = flexible
         cls.__api_key__ = i16(api_key)
         cls.__header_schema__ = header
         return dataclass(frozen=True, slots=True, kw_only=True)(cls)
@@ -210,8 +211,67 @@ class StopReplicaResponse:
     partition_errors: tuple[StopReplicaPartitionError, ...]
 
 
-# (api key, version) -> (request type, response type)
-EXTRA_SCHEMAS: dict[tuple[int, int], tuple[type, type]] = {
+# -- Produce v0-v2 and Fetch v0-v3 requests (kio starts at Produce v3, Fetch v4) ---------
+# Produce v0-v2 is v3 without transactional_id; Fetch v0-v2 is v3 without max_bytes.
+# Their responses are encoded by hand (produce_response.py, fetch_response.py).
+def _old_produce(version: int) -> type:
+    @_entity(0, version, _NESTED, RequestHeaderV1, flexible=False)
+    class PartitionProduceData:
+        index: i32 = field(metadata={"kafka_type": "int32"})
+        records: Records | None = field(metadata={"kafka_type": "records"})
+
+    @_entity(0, version, _NESTED, RequestHeaderV1, flexible=False)
+    class TopicProduceData:
+        name: str = field(metadata={"kafka_type": "string"})
+        partition_data: tuple[PartitionProduceData, ...]
+
+    @_entity(0, version, _REQ, RequestHeaderV1, flexible=False)
+    class ProduceRequest:
+        acks: i16 = field(metadata={"kafka_type": "int16"})
+        timeout: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+        topic_data: tuple[TopicProduceData, ...]
+
+    return ProduceRequest
+
+
+def _old_fetch(version: int) -> type:
+    @_entity(1, version, _NESTED, RequestHeaderV1, flexible=False)
+    class FetchPartition:
+        partition: i32 = field(metadata={"kafka_type": "int32"})
+        fetch_offset: i64 = field(metadata={"kafka_type": "int64"})
+        partition_max_bytes: i32 = field(metadata={"kafka_type": "int32"})
+
+    @_entity(1, version, _NESTED, RequestHeaderV1, flexible=False)
+    class FetchTopic:
+        topic: str = field(metadata={"kafka_type": "string"})
+        partitions: tuple[FetchPartition, ...]
+
+    if version >= 3:
+
+        @_entity(1, version, _REQ, RequestHeaderV1, flexible=False)
+        class FetchRequest:
+            replica_id: i32 = field(metadata={"kafka_type": "int32"})
+            max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+            min_bytes: i32 = field(metadata={"kafka_type": "int32"})
+            max_bytes: i32 = field(metadata={"kafka_type": "int32"})
+            topics: tuple[FetchTopic, ...]
+
+    else:
+
+        @_entity(1, version, _REQ, RequestHeaderV1, flexible=False)
+        class FetchRequest:
+            replica_id: i32 = field(metadata={"kafka_type": "int32"})
+            max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+            min_bytes: i32 = field(metadata={"kafka_type": "int32"})
+            topics: tuple[FetchTopic, ...]
+
+    return FetchRequest
+
+
+# (api key, version) -> (request type, response type); None: the response is by hand
+EXTRA_SCHEMAS: dict[tuple[int, int], tuple[type, type | None]] = {
+    **{(0, v): (_old_produce(v), None) for v in range(3)},
+    **{(1, v): (_old_fetch(v), None) for v in range(4)},
     (7, 3): (ControlledShutdownRequest, ControlledShutdownResponse),
     (4, 4): (LeaderAndIsrRequest, LeaderAndIsrResponse),
     (6, 7): (UpdateMetadataRequest, UpdateMetadataResponse),

@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 # api key -> (name, min version, max version)
 SUPPORTED: dict[int, tuple[str, int, int]] = {
-    0: ("Produce", 3, 9),
-    1: ("Fetch", 4, 12),
+    0: ("Produce", 0, 9),  # v0-v2: message sets v0/v1, converted up (legacy_records.py)
+    1: ("Fetch", 0, 12),  # v0-v3: answered in message format v0/v1, converted down
     2: ("ListOffsets", 0, 7),  # v0 by hand (kio has v1+): Burrow and other sarama tools
     3: ("Metadata", 0, 12),
     4: ("LeaderAndIsr", 4, 4),
