@@ -118,7 +118,7 @@ def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
 def _read_message(buf, pos: int, end: int) -> LegacyMessage:
     """The message at ``pos``; its framing, magic, CRC and lengths checked."""
     remaining = end - pos
-    if remaining < LOG_OVERHEAD + 5:
+    if remaining < HEADER_V0.size:
         raise _corrupt(f"The message set ends with {remaining} bytes that are not a message.")
     offset, size, crc, magic, attributes = HEADER_V0.unpack_from(buf, pos)
     if magic not in RECORD_OVERHEAD:
