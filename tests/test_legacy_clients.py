@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.legacy_records import _message
@@ -281,3 +282,103 @@ def test_api_versions_advertise_old_produce_and_fetch(broker):
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert ranges[0] == (0, 9)
     assert ranges[1] == (0, 12)
+    assert (ranges[8][0], ranges[9][0]) == (0, 0)  # OffsetCommit v0-1, OffsetFetch v0
+
+
+def _kp_commit(bootstrap: str, topic: str, group: str, api_version, offset: int):
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        api_version=api_version,
+        group_id=group,
+        enable_auto_commit=False,
+    )
+    tp = KTopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.commit({tp: OffsetAndMetadata(offset, "meta", -1)})
+    committed = consumer.committed(tp)
+    consumer.close()
+    return committed
+
+
+def test_offset_commit_v0_goes_to_zookeeper(broker):
+    """kafka-python pinned to 0.8.1 commits with OffsetCommit v0 and reads back with
+    OffsetFetch v0: Kafka 3.x (ZooKeeper mode) keeps those offsets in
+    /consumers/<group>/offsets/<topic>/<partition>, not in __consumer_offsets."""
+    topic = _topic("commit-v0", broker.bootstrap)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert _kp_commit(broker.bootstrap, topic, group, (0, 8, 1), 17) == 17
+    data, _ = broker.zk_client().get(f"/consumers/{group}/offsets/{topic}/0")
+    assert data == b"17"
+    modern = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        [tp] = modern.committed([TopicPartition(topic, 0)], timeout=30)
+    finally:
+        modern.close()
+    assert tp.offset < 0  # nothing in the group coordinator
+
+
+def test_offset_commit_v1_goes_to_the_group_coordinator(broker):
+    """kafka-python pinned to 0.8.2 commits with OffsetCommit v1 (commit timestamp per
+    partition) and fetches with OffsetFetch v1; a modern consumer sees the offset."""
+    topic = _topic("commit-v1", broker.bootstrap)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert _kp_commit(broker.bootstrap, topic, group, (0, 8, 2), 23) == 23
+    modern = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        [tp] = modern.committed([TopicPartition(topic, 0)], timeout=30)
+    finally:
+        modern.close()
+    assert tp.offset == 23
+    wire = WireClient.for_bootstrap(broker.bootstrap)
+    try:
+        resp = wire.request(
+            9, 3, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
+    finally:
+        wire.close()
+    [part] = resp.topics[0].partitions
+    assert (part.committed_offset, part.metadata) == (23, "meta")
+
+
+def test_old_admin_versions(broker):
+    """CreateTopics v0-v1, DeleteTopics v0, OffsetForLeaderEpoch v0-v1, DescribeLogDirs
+    v0 and DescribeAcls v0 are answered in their own layouts (they closed before)."""
+    name = f"admin-v0-{uuid.uuid4().hex[:6]}"
+    topic = {"name": name, "num_partitions": 1, "replication_factor": 1}
+    topic |= {"assignments": [], "configs": []}
+    wire = WireClient.for_bootstrap(broker.bootstrap)
+    try:
+        dry = wire.request(19, 1, {"topics": [topic], "timeout": 30_000, "validate_only": True})
+        assert [(t.name, t.error_code, t.error_message) for t in dry.topics] == [(name, 0, None)]
+        created = wire.request(19, 0, {"topics": [topic], "timeout": 30_000})
+        assert [(t.name, t.error_code) for t in created.topics] == [(name, 0)]
+        again = wire.request(19, 0, {"topics": [topic], "timeout": 30_000})
+        assert [t.error_code for t in again.topics] == [ErrorCode.topic_already_exists]
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(5):
+            producer.produce(name, value=b"x%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        query = {"topics": [{"topic": name, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
+        [p0] = wire.request(23, 0, query).topics[0].partitions
+        assert (p0.error_code, p0.end_offset) == (0, 5)
+        [p1] = wire.request(23, 1, query).topics[0].partitions
+        assert (p1.error_code, p1.leader_epoch, p1.end_offset) == (0, 0, 5)
+        dirs = wire.request(35, 0, {"topics": None})
+        assert any(t.name == name for result in dirs.results for t in result.topics), dirs
+        acls = wire.request(
+            29,
+            0,
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            },
+        )
+        assert acls.error_code == ErrorCode.security_disabled
+        deleted = wire.request(20, 0, {"topic_names": [name], "timeout": 30_000})
+        assert [(r.name, r.error_code) for r in deleted.responses] == [(name, 0)]
+    finally:
+        wire.close()

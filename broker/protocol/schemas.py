@@ -1,5 +1,7 @@
-"""Message types kio does not ship (Kafka's ZooKeeper-era inter-broker APIs), written
-after Kafka 3.x's JSON schemas in kio's dataclass style so the same codecs serve them.
+"""Message types kio does not ship (Kafka's ZooKeeper-era inter-broker APIs, and the
+old versions of Produce, Fetch, OffsetCommit and OffsetFetch that Kafka 3.x still
+serves), written after Kafka 3.x's JSON schemas in kio's dataclass style so the same
+codecs serve them.
 
 ControlledShutdown (key 7), version 3 (flexible):
 request ``BrokerId int32, BrokerEpoch int64``; response
@@ -12,15 +14,17 @@ No ``from __future__ import annotations`` here: kio reads the field types at run
 """
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import ClassVar
 
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.static.constants import EntityType
-from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
+from kio.static.primitive import i16, i32, i64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,67 +215,91 @@ class StopReplicaResponse:
     partition_errors: tuple[StopReplicaPartitionError, ...]
 
 
-# -- Produce v0-v2 and Fetch v0-v3 requests (kio starts at Produce v3, Fetch v4) ---------
-# Produce v0-v2 is v3 without transactional_id; Fetch v0-v2 is v3 without max_bytes.
-# Their responses are encoded by hand (produce_response.py, fetch_response.py).
-def _old_produce(version: int) -> type:
-    @_entity(0, version, _NESTED, RequestHeaderV1, flexible=False)
-    class PartitionProduceData:
-        index: i32 = field(metadata={"kafka_type": "int32"})
-        records: Records | None = field(metadata={"kafka_type": "records"})
+# -- OffsetCommit v0-v1 (kio starts at v2) -----------------------------------------------
+# v0: group and offsets only (Kafka 3.x keeps them in ZooKeeper); v1 adds the generation,
+# the member and a commit timestamp per partition. Responses are v2's, byte for byte.
+def _old_offset_commit(version: int) -> type:
+    @_entity(8, version, _NESTED, RequestHeaderV1, flexible=False)
+    class OffsetCommitRequestPartition:
+        partition_index: i32 = field(metadata={"kafka_type": "int32"})
+        committed_offset: i64 = field(metadata={"kafka_type": "int64"})
+        if version == 1:
+            commit_timestamp: i64 = field(metadata={"kafka_type": "int64"})
+        committed_metadata: str | None = field(metadata={"kafka_type": "string"})
 
-    @_entity(0, version, _NESTED, RequestHeaderV1, flexible=False)
-    class TopicProduceData:
+    @_entity(8, version, _NESTED, RequestHeaderV1, flexible=False)
+    class OffsetCommitRequestTopic:
         name: str = field(metadata={"kafka_type": "string"})
-        partition_data: tuple[PartitionProduceData, ...]
+        partitions: tuple[OffsetCommitRequestPartition, ...]
 
-    @_entity(0, version, _REQ, RequestHeaderV1, flexible=False)
-    class ProduceRequest:
-        acks: i16 = field(metadata={"kafka_type": "int16"})
-        timeout: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-        topic_data: tuple[TopicProduceData, ...]
+    @_entity(8, version, _REQ, RequestHeaderV1, flexible=False)
+    class OffsetCommitRequest:
+        group_id: str = field(metadata={"kafka_type": "string"})
+        if version == 1:
+            generation_id_or_member_epoch: i32 = field(metadata={"kafka_type": "int32"})
+            member_id: str = field(metadata={"kafka_type": "string"})
+        topics: tuple[OffsetCommitRequestTopic, ...]
 
-    return ProduceRequest
+    return OffsetCommitRequest
 
 
-def _old_fetch(version: int) -> type:
-    @_entity(1, version, _NESTED, RequestHeaderV1, flexible=False)
-    class FetchPartition:
-        partition: i32 = field(metadata={"kafka_type": "int32"})
-        fetch_offset: i64 = field(metadata={"kafka_type": "int64"})
-        partition_max_bytes: i32 = field(metadata={"kafka_type": "int32"})
+# -- older versions that only lack fields of one kio has ----------------------------------
+def _older(cls: type, version: int, drop: frozenset[str]) -> type:
+    """kio's entity ``cls`` as an older, non-flexible version without the fields named in
+    ``drop`` (in nested entities too): Kafka's JSON schemas grow by adding fields."""
+    specs = []
+    for f in fields(cls):
+        if f.name in drop:
+            continue
+        kind = classify_field(f)
+        kind_type = f.type
+        if isinstance(kind, EntityTupleField):
+            kind_type = tuple[_older(kind.type_, version, drop), ...]
+        elif isinstance(kind, EntityField):
+            kind_type = _older(kind.type_, version, drop)
+        if is_optional(f) and kind_type is not f.type:
+            kind_type = kind_type | None
+        default = {} if f.default is MISSING else {"default": f.default}
+        specs.append((f.name, kind_type, field(metadata=f.metadata, **default)))
+    new = make_dataclass(cls.__name__, specs, frozen=True, slots=True, kw_only=True)
+    new.__type__, new.__api_key__ = cls.__type__, cls.__api_key__
+    new.__version__, new.__flexible__ = i16(version), False
+    new.__header_schema__ = RequestHeaderV1 if cls.__type__ is _REQ else ResponseHeader
+    return new
 
-    @_entity(1, version, _NESTED, RequestHeaderV1, flexible=False)
-    class FetchTopic:
-        topic: str = field(metadata={"kafka_type": "string"})
-        partitions: tuple[FetchPartition, ...]
 
-    if version >= 3:
+def _older_pair(api_key: int, version: int, newer: int, req_drop: str, resp_drop: str):
+    return (
+        _older(load_request_schema(api_key, newer), version, frozenset(req_drop.split())),
+        _older(load_response_schema(api_key, newer), version, frozenset(resp_drop.split())),
+    )
 
-        @_entity(1, version, _REQ, RequestHeaderV1, flexible=False)
-        class FetchRequest:
-            replica_id: i32 = field(metadata={"kafka_type": "int32"})
-            max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-            min_bytes: i32 = field(metadata={"kafka_type": "int32"})
-            max_bytes: i32 = field(metadata={"kafka_type": "int32"})
-            topics: tuple[FetchTopic, ...]
 
-    else:
-
-        @_entity(1, version, _REQ, RequestHeaderV1, flexible=False)
-        class FetchRequest:
-            replica_id: i32 = field(metadata={"kafka_type": "int32"})
-            max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-            min_bytes: i32 = field(metadata={"kafka_type": "int32"})
-            topics: tuple[FetchTopic, ...]
-
-    return FetchRequest
-
+_TXN_ID = frozenset({"transactional_id"})
+_ACL_PATTERN = "pattern_type_filter resource_pattern_type"
+_FETCH_V4 = frozenset({"max_bytes", "isolation_level"})
 
 # (api key, version) -> (request type, response type); None: the response is by hand
 EXTRA_SCHEMAS: dict[tuple[int, int], tuple[type, type | None]] = {
-    **{(0, v): (_old_produce(v), None) for v in range(3)},
-    **{(1, v): (_old_fetch(v), None) for v in range(4)},
+    # Produce v3 added transactional_id; Fetch v3 max_bytes and v4 isolation_level. Their
+    # responses are encoded by hand (produce_response.py, fetch_response.py).
+    **{(0, v): (_older(load_request_schema(0, 3), v, _TXN_ID), None) for v in range(3)},
+    **{(1, v): (_older(load_request_schema(1, 4), v, _FETCH_V4), None) for v in range(3)},
+    (1, 3): (_older(load_request_schema(1, 4), 3, frozenset({"isolation_level"})), None),
+    **{(8, v): (_old_offset_commit(v), load_response_schema(8, 2)) for v in range(2)},
+    # OffsetFetch v0 is v1 on the wire (v0 reads the offsets OffsetCommit v0 wrote)
+    (9, 0): (load_request_schema(9, 1), load_response_schema(9, 1)),
+    # CreateTopics v1 added validate_only, v1 error messages, v2 throttle time
+    (19, 0): _older_pair(19, 0, 2, "validate_only", "throttle_time error_message"),
+    (19, 1): _older_pair(19, 1, 2, "", "throttle_time"),
+    (20, 0): _older_pair(20, 0, 1, "", "throttle_time"),  # DeleteTopics
+    # OffsetForLeaderEpoch v1 added the epoch to answers, v2 the current epoch, throttle
+    (23, 0): _older_pair(23, 0, 2, "current_leader_epoch", "throttle_time leader_epoch"),
+    (23, 1): _older_pair(23, 1, 2, "current_leader_epoch", "throttle_time"),
+    (35, 0): _older_pair(35, 0, 1, "", ""),  # DescribeLogDirs v0 is v1 on the wire
+    (27, 0): _older_pair(27, 0, 1, "", ""),  # WriteTxnMarkers v0: v1 without tagged fields
+    # the ACL APIs' v1 added pattern types (KIP-290); v0 is LITERAL only
+    **{(k, 0): _older_pair(k, 0, 1, _ACL_PATTERN, "pattern_type") for k in (29, 30, 31)},
     (7, 3): (ControlledShutdownRequest, ControlledShutdownResponse),
     (4, 4): (LeaderAndIsrRequest, LeaderAndIsrResponse),
     (6, 7): (UpdateMetadataRequest, UpdateMetadataResponse),

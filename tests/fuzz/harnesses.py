@@ -52,7 +52,9 @@ DECOMPRESS_LIMIT = 4 << 20  # small, so that bombs are found quickly
 
 # versions added after the corpus was seeded: listed last, so that each committed seed's
 # first byte keeps picking the API and version it was recorded for
-_ADDED_LATER = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3)]  # legacy message sets
+_ADDED_LATER = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3), (8, 0), (8, 1), (9, 0)]
+_ADDED_LATER += [(19, 0), (19, 1), (20, 0), (23, 0), (23, 1), (35, 0), (27, 0), (29, 0), (30, 0)]
+_ADDED_LATER += [(31, 0)]
 # (api key, version) pairs the broker dispatches: the fuzzer's first byte picks one
 API_VERSIONS = [
     (k, v)
