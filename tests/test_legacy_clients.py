@@ -342,10 +342,11 @@ def test_offset_commit_v1_goes_to_the_group_coordinator(broker):
 
 def test_old_admin_versions(broker):
     """CreateTopics v0-v1, DeleteTopics v0, OffsetForLeaderEpoch v0-v1, DescribeLogDirs
-    v0 and DescribeAcls v0 are answered in their own layouts (they closed before)."""
+    v0, DescribeConfigs v0 (is_default) and DescribeAcls v0 are answered in their own
+    layouts (they closed the connection before)."""
     name = f"admin-v0-{uuid.uuid4().hex[:6]}"
     topic = {"name": name, "num_partitions": 1, "replication_factor": 1}
-    topic |= {"assignments": [], "configs": []}
+    topic |= {"assignments": [], "configs": [{"name": "retention.ms", "value": "100000"}]}
     wire = WireClient.for_bootstrap(broker.bootstrap)
     try:
         dry = wire.request(19, 1, {"topics": [topic], "timeout": 30_000, "validate_only": True})
@@ -378,6 +379,18 @@ def test_old_admin_versions(broker):
             },
         )
         assert acls.error_code == ErrorCode.security_disabled
+        described = wire.request(
+            32,
+            0,
+            {
+                "resources": [
+                    {"resource_type": 2, "resource_name": name, "configuration_keys": None}
+                ]
+            },
+        )
+        configs = {c.name: (c.value, c.is_default) for c in described.results[0].configs}
+        assert configs["retention.ms"] == ("100000", False)
+        assert configs["segment.bytes"] == ("1073741824", True)
         deleted = wire.request(20, 0, {"topic_names": [name], "timeout": 30_000})
         assert [(r.name, r.error_code) for r in deleted.responses] == [(name, 0)]
     finally:

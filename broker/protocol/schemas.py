@@ -244,19 +244,25 @@ def _old_offset_commit(version: int) -> type:
 
 
 # -- older versions that only lack fields of one kio has ----------------------------------
-def _older(cls: type, version: int, drop: frozenset[str]) -> type:
+def _older(cls: type, version: int, drop: frozenset[str], swap: dict | None = None) -> type:
     """kio's entity ``cls`` as an older, non-flexible version without the fields named in
-    ``drop`` (in nested entities too): Kafka's JSON schemas grow by adding fields."""
+    ``drop`` (in nested entities too): Kafka's JSON schemas grow by adding fields.
+    ``swap``: field name -> (name, type, kafka type) of the field the old version had in
+    its place."""
     specs = []
     for f in fields(cls):
         if f.name in drop:
             continue
+        if swap and f.name in swap:
+            name, kind_type, kafka_type = swap[f.name]
+            specs.append((name, kind_type, field(metadata={"kafka_type": kafka_type})))
+            continue
         kind = classify_field(f)
         kind_type = f.type
         if isinstance(kind, EntityTupleField):
-            kind_type = tuple[_older(kind.type_, version, drop), ...]
+            kind_type = tuple[_older(kind.type_, version, drop, swap), ...]
         elif isinstance(kind, EntityField):
-            kind_type = _older(kind.type_, version, drop)
+            kind_type = _older(kind.type_, version, drop, swap)
         if is_optional(f) and kind_type is not f.type:
             kind_type = kind_type | None
         default = {} if f.default is MISSING else {"default": f.default}
@@ -298,6 +304,16 @@ EXTRA_SCHEMAS: dict[tuple[int, int], tuple[type, type | None]] = {
     (23, 1): _older_pair(23, 1, 2, "current_leader_epoch", "throttle_time"),
     (35, 0): _older_pair(35, 0, 1, "", ""),  # DescribeLogDirs v0 is v1 on the wire
     (27, 0): _older_pair(27, 0, 1, "", ""),  # WriteTxnMarkers v0: v1 without tagged fields
+    # DescribeConfigs v1 added synonyms, and config sources where v0 had is_default
+    (32, 0): (
+        _older(load_request_schema(32, 1), 0, frozenset({"include_synonyms"})),
+        _older(
+            load_response_schema(32, 1),
+            0,
+            frozenset({"synonyms"}),
+            {"config_source": ("is_default", bool, "bool")},
+        ),
+    ),
     # the ACL APIs' v1 added pattern types (KIP-290); v0 is LITERAL only
     **{(k, 0): _older_pair(k, 0, 1, _ACL_PATTERN, "pattern_type") for k in (29, 30, 31)},
     (7, 3): (ControlledShutdownRequest, ControlledShutdownResponse),

@@ -74,7 +74,7 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     29: ("DescribeAcls", 0, 3),  # v0: LITERAL patterns only
     30: ("CreateAcls", 0, 3),
     31: ("DeleteAcls", 0, 3),
-    32: ("DescribeConfigs", 1, 4),
+    32: ("DescribeConfigs", 0, 4),
     33: ("AlterConfigs", 0, 2),
     35: ("DescribeLogDirs", 0, 4),
     36: ("SaslAuthenticate", *AUTHENTICATE_VERSIONS),

@@ -54,7 +54,7 @@ DECOMPRESS_LIMIT = 4 << 20  # small, so that bombs are found quickly
 # first byte keeps picking the API and version it was recorded for
 _ADDED_LATER = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 3), (8, 0), (8, 1), (9, 0)]
 _ADDED_LATER += [(19, 0), (19, 1), (20, 0), (23, 0), (23, 1), (35, 0), (27, 0), (29, 0), (30, 0)]
-_ADDED_LATER += [(31, 0)]
+_ADDED_LATER += [(31, 0), (32, 0)]
 # (api key, version) pairs the broker dispatches: the fuzzer's first byte picks one
 API_VERSIONS = [
     (k, v)
