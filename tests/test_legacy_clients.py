@@ -234,6 +234,7 @@ def test_legacy_gzip_wrapper_from_the_wire(broker):
 
 
 def _fetch_v1_error(bootstrap: str, topic: str) -> int:
+    """The partition error of a Fetch v1 of partition 0 of ``topic``."""
     wire = WireClient.for_bootstrap(bootstrap)
     try:
         frame = wire.request_frame(
@@ -395,3 +396,25 @@ def test_old_admin_versions(broker):
         assert [(r.name, r.error_code) for r in deleted.responses] == [(name, 0)]
     finally:
         wire.close()
+
+
+def test_zstd_topic_refuses_fetches_below_v10(broker):
+    """A topic with compression.type=zstd answers Fetch below v10 (which cannot carry
+    zstd, KIP-110) with UNSUPPORTED_COMPRESSION_TYPE, as Kafka's KafkaApis does."""
+    topic = _topic("zstd", broker.bootstrap, {"compression.type": "zstd"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"z", partition=0)
+    assert producer.flush(30) == 0
+    assert _fetch_v1_error(broker.bootstrap, topic) == ErrorCode.unsupported_compression_type
+    wire = WireClient.for_bootstrap(broker.bootstrap)
+    try:
+        partition = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+        body = {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0}
+        body["topics"] = [{"topic": topic, "partitions": [partition]}]
+        v4 = wire.request(1, 4, body)
+        v10 = wire.request(1, 10, body | {"session_id": 0, "session_epoch": -1})
+    finally:
+        wire.close()
+    assert v4.responses[0].partitions[0].error_code == ErrorCode.unsupported_compression_type
+    assert v10.responses[0].partitions[0].error_code == 0
+    assert v10.responses[0].partitions[0].records
