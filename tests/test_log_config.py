@@ -182,3 +182,24 @@ def test_synonyms_start_at_the_keys_own_broker_key() -> None:
         ("log.roll.ms", "60000", s),
         ("log.roll.hours", "168", d),
     ]
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["0.8.0", "0.9.0", "0.10.0", "0.10.0.0", "0.10.0-IV1", "0.10.2-IV0", "1.0", "2.8.1", "3.0-IV1"],
+)
+def test_message_format_version_takes_kafkas_versions(version: str) -> None:
+    """Kafka 3.x's MetadataVersion strings, old ones too (KIP-724: accepted, ignored)."""
+    assert LogConfig.from_props({"message.format.version": version}).message_format_version == (
+        version
+    )
+    broker = LogConfig.from_broker_props({"log.message.format.version": version})
+    assert broker.message_format_version == version
+
+
+@pytest.mark.parametrize("version", ["0.7", "9.9", "0.10.0-IV2", "3.0-IV9", "abc", "latest"])
+def test_message_format_version_refuses_what_kafka_refuses(version: str) -> None:
+    with pytest.raises(KafkaError) as info:
+        LogConfig.from_props({"message.format.version": version})
+    assert info.value.code == ErrorCode.invalid_config
+    assert f"Version `{version}` is not a valid version" in info.value.message

@@ -55,14 +55,20 @@ class WireClient:
         return bytes(out)
 
     def request(self, api_key: int, version: int, body: dict):
+        frame = self.request_frame(api_key, version, body)
+        corr, resp = parse_response(api_key, version, frame)
+        assert corr == self.correlation
+        return resp
+
+    def request_frame(self, api_key: int, version: int, body: dict) -> bytes:
+        """The response frame (without its size) to a request, unparsed: for the versions
+        whose responses we encode by hand (Produce v0-v2, Fetch v0-v3)."""
         self.correlation += 1
         req = build(request_schema(api_key, version), body)
         self.send_raw(
             encode_request(RequestHeader(api_key, version, self.correlation, self.client_id), req)
         )
-        corr, resp = parse_response(api_key, version, self.read_frame())
-        assert corr == self.correlation
-        return resp
+        return self.read_frame()
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         self.sock.settimeout(timeout)

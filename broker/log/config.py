@@ -192,8 +192,28 @@ def _throttled_replicas(key: str, value: tuple[str, ...]) -> None:
     )
 
 
+#: Kafka 3.x's MetadataVersion: each release and how many inter-broker protocol
+#: versions ("-IVn") it had; message.format.version takes any of them (KIP-724: with
+#: inter.broker.protocol.version 3.0 or later, which is ours, the value is accepted and
+#: ignored: the log is always written in format v2).
+_METADATA_VERSIONS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+    "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2,
+    "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4,
+    "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5,
+}  # fmt: skip
+_VERSION_STRINGS = set(_METADATA_VERSIONS) | {
+    f"{release}-IV{n}" for release, count in _METADATA_VERSIONS.items() for n in range(count)
+}
+
+
 def _version(key: str, value: str) -> None:
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", value):
+    """Kafka's MetadataVersion.fromVersionString: "0.10.0", "0.10.0-IV1", "2.8", and
+    longer spellings cut to the release ("0.10.0.0", "2.8.1")."""
+    segments = value.split(".")
+    wanted = 3 if value.startswith("0.") else 2
+    short = value if len(segments) <= wanted else ".".join(segments[:wanted])
+    if short not in _VERSION_STRINGS:
         raise _invalid(key, value, f"Version `{value}` is not a valid version")
 
 

@@ -19,6 +19,7 @@ from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
 from ..protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from ..protocol.legacy_records import legacy_magic, up_convert
 from .counts import Counts, PartitionCounts
 from .expiry import ExpiryBuckets
 from .fetcher import ReplicaFetcherManager
@@ -251,8 +252,11 @@ class ReplicaManager:
         *,
         acks: int = 1,
         zstd_allowed: bool = True,
+        legacy_allowed: bool = False,
         coordinator: bool = False,
     ) -> ProduceResult:
+        """``legacy_allowed``: Produce v0-v2, whose message sets of magic 0/1 are
+        converted up to one v2 batch first (Kafka's LogValidator)."""
         try:
             part = self.get_partition(topic, index)
             log_ = part.require_leader()
@@ -265,7 +269,10 @@ class ReplicaManager:
                 )
             if not records:
                 raise KafkaError(ErrorCode.invalid_record, "empty record set")
-            headers = rec.validate_produce(records, max_message_bytes=log_.config.max_message_bytes)
+            max_bytes = log_.config.max_message_bytes
+            if legacy_allowed and legacy_magic(records) is not None:
+                records = up_convert(records, max_message_bytes=max_bytes)
+            headers = rec.validate_produce(records, max_message_bytes=max_bytes)
             if not zstd_allowed and any(h.compression == ZSTD for h in headers):
                 raise KafkaError(
                     ErrorCode.unsupported_compression_type,

@@ -24,6 +24,7 @@ from .znodes import (
     CompactRequestZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ConsumerOffsetZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsZNode,
@@ -86,6 +87,26 @@ class KafkaZkClient:
     @property
     def session_id(self) -> int:
         return self.zk.client_id[0] if self.zk.client_id else 0
+
+    # -- offsets of OffsetCommit v0 ------------------------------------------------------
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Kafka's KafkaZkClient.setOrCreateConsumerOffset."""
+        path = ConsumerOffsetZNode.path(group, topic, partition)
+        data = ConsumerOffsetZNode.encode(offset)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.set(path, data)
+
+    def get_consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        try:
+            data, _ = self.zk.get(ConsumerOffsetZNode.path(group, topic, partition))
+        except NoNodeError:
+            return None
+        return ConsumerOffsetZNode.decode(data)
 
     # -- cluster id and brokers --------------------------------------------------------
     def get_or_create_cluster_id(self) -> str:

@@ -560,6 +560,23 @@ class AclChangeZNodes:
 
 
 # Paths Kafka creates at start so every other path has a parent.
+class ConsumerOffsetZNode:
+    """An offset committed with OffsetCommit v0 (Kafka before 0.8.2 kept them here; Kafka
+    3.x in ZooKeeper mode still stores and serves v0 commits so): the offset as text."""
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"/consumers/{group}/offsets/{topic}/{partition}"
+
+    @staticmethod
+    def encode(offset: int) -> bytes:
+        return str(offset).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
+
+
 PERSISTENT_PATHS = [
     "/brokers/ids",
     "/brokers/topics",

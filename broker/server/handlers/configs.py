@@ -118,6 +118,9 @@ async def handle_describe_configs(server: KafkaServer, header: RequestHeader, re
             entry.update(error_code=ErrorCode.none, error_message=None, configs=configs)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message, configs=[])
+        if header.api_version == 0:  # v0 says is_default where v1+ give the source
+            for config in entry["configs"]:
+                config["is_default"] = config["config_source"] == DEFAULT_CONFIG
         results.append(entry)
     return {"throttle_time": 0, "results": results}
 

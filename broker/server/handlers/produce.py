@@ -75,6 +75,7 @@ async def handle_produce(
                     pd.records,
                     acks=acks,
                     zstd_allowed=header.api_version >= 7,
+                    legacy_allowed=header.api_version < 3,
                 )
                 server.metrics.topics.produced(topic.name, r, len(pd.records or b""))
                 result = {
