@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -296,6 +296,35 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _unset(raw: Any) -> bool:
+    return raw is None or (isinstance(raw, str) and raw.strip() == "")
+
+
+def _shown(key: str, broker_key: str, raw: Any) -> str:
+    try:
+        return _fmt(TOPIC_CONFIG_KEYS[key].parse(broker_key, raw))
+    except KafkaError:  # an overridden level's value: shown as written
+        return str(raw)
+
+
+def _layered_synonyms(
+    layers: Sequence[tuple[ConfigSource, Mapping[str, Any]]],
+) -> dict[str, tuple[tuple[str, str, ConfigSource], ...]]:
+    """Per topic key, every broker synonym set at each level, level by level (Kafka's
+    ConfigHelper.configSynonyms order)."""
+    out: dict[str, tuple[tuple[str, str, ConfigSource], ...]] = {}
+    for key, synonyms in BROKER_SYNONYMS.items():
+        found = tuple(
+            (broker_key, _shown(key, broker_key, props[broker_key]), source)
+            for source, props in layers
+            for broker_key, _factor in synonyms
+            if not _unset(props.get(broker_key))
+        )
+        if found:
+            out[key] = found
+    return out
+
+
 def _attr(key: str) -> str:
     return key.replace(".", "_")
 
@@ -356,8 +385,13 @@ class LogConfig:
 
     #: topic keys set as topic overrides (source DYNAMIC_TOPIC_CONFIG), with raw values
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-    #: topic key -> (broker key, raw value) for values taken from server.properties
+    #: topic key -> (broker key, raw value) of the broker setting the value came from
     broker_values: Mapping[str, tuple[str, str]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    #: topic key -> its broker synonyms set at each level, Kafka's order (per-broker
+    #: dynamic, cluster-default dynamic, static server.properties): (key, value, source)
+    broker_synonyms: Mapping[str, tuple[tuple[str, str, ConfigSource], ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -388,17 +422,26 @@ class LogConfig:
         return config
 
     @classmethod
-    def from_broker_props(cls, broker_props: Mapping[str, Any]) -> LogConfig:
+    def from_broker_props(
+        cls,
+        broker_props: Mapping[str, Any],
+        dynamic: Sequence[tuple[ConfigSource, Mapping[str, Any]]] = (),
+    ) -> LogConfig:
         """The default LogConfig of a broker, from its server.properties (Kafka's
         broker-level names such as log.segment.bytes, log.retention.hours,
-        message.max.bytes), using the first synonym that is set."""
+        message.max.bytes), using the first synonym that is set. ``dynamic``: the
+        dynamic broker configs over them, most specific first (KIP-226)."""
+        layers = [*dynamic, (ConfigSource.STATIC_BROKER_CONFIG, broker_props)]
+        merged: dict[str, Any] = {}
+        for _source, props in reversed(layers):
+            merged.update(props)
         values: dict[str, Any] = {}
         used: dict[str, tuple[str, str]] = {}
         for key, synonyms in BROKER_SYNONYMS.items():
             spec = TOPIC_CONFIG_KEYS[key]
             for broker_key, factor in synonyms:
-                raw = broker_props.get(broker_key)
-                if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+                raw = merged.get(broker_key)
+                if _unset(raw):
                     continue
                 value = spec.parse(broker_key, raw)
                 if factor != 1:
@@ -410,7 +453,9 @@ class LogConfig:
                 values[_attr(key)] = value
                 used[key] = (broker_key, _fmt(spec.parse(broker_key, raw)))
                 break
-        config = dataclasses.replace(cls(), broker_values=used, **values)
+        config = dataclasses.replace(
+            cls(), broker_values=used, broker_synonyms=_layered_synonyms(layers), **values
+        )
         config._check_combined()
         return config
 
@@ -503,9 +548,7 @@ class LogConfig:
             synonyms: list[tuple[str, str | None, ConfigSource]] = []
             if key in self.overrides:
                 synonyms.append((key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            if key in self.broker_values:
-                broker_key, raw = self.broker_values[key]
-                synonyms.append((broker_key, raw, ConfigSource.STATIC_BROKER_CONFIG))
+            synonyms.extend(self.broker_synonyms.get(key, ()))
             synonyms.append(_default_synonym(key))
             source = synonyms[0][2]
             rows.append(

@@ -1,0 +1,301 @@
+"""Dynamic broker configs (KIP-226) on a real 2-broker cluster, with confluent-kafka's
+AdminClient and quill-configs: per-broker (/config/brokers/<id>) and cluster-wide
+(/config/brokers/<default>) values applied live and after a restart, Kafka's errors
+for read-only and per-broker-only keys, and DescribeConfigs' sources and synonyms."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+from kazoo.exceptions import NoNodeError
+
+from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
+from tests.cli_helpers import tool
+from tests.group_helpers import wait_until
+from tests.ops_helpers import create_topic, unique
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.cluster
+
+SETTINGS = {
+    "log.segment.bytes": "1024",  # static: small segments, so retention has some to delete
+    "log.retention.check.interval.ms": "300",
+    "log.retention.hours": "168",
+    "offsets.topic.replication.factor": "1",
+}
+BROKER = ConfigResource.Type.BROKER
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_factory):
+    return cluster_factory(2, **SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def _incremental(admin, name: str, ops: dict, validate_only: bool = False) -> None:
+    """{key: (op, value)} on one BROKER resource, IncrementalAlterConfigs."""
+    res = ConfigResource(
+        BROKER,
+        name,
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=op) for k, (op, v) in ops.items()
+        ],
+    )
+    admin.incremental_alter_configs([res], validate_only=validate_only)[res].result(30)
+
+
+def _describe(admin, name: str) -> dict:
+    res = ConfigResource(BROKER, name)
+    return admin.describe_configs([res])[res].result(30)
+
+
+def _wire_synonyms(cluster, resource_type: int, name: str, key: str) -> list[tuple]:
+    """DescribeConfigs v4 with synonyms, straight off the wire from broker 1 (librdkafka
+    keeps one synonym per name, and Kafka lists a name once per level)."""
+    w = WireClient.for_bootstrap(cluster.bootstrap)
+    try:
+        resp = w.request(
+            32,
+            4,
+            {
+                "resources": [
+                    {
+                        "resource_type": resource_type,
+                        "resource_name": name,
+                        "configuration_keys": [key],
+                    }
+                ],
+                "include_synonyms": True,
+                "include_documentation": False,
+            },
+        )
+    finally:
+        w.close()
+    (config,) = resp.results[0].configs
+    return [(s.name, s.value, ConfigSource(int(s.source)).name) for s in config.synonyms]
+
+
+def _zk_config(cluster, entity: str) -> dict | None:
+    try:
+        data, _ = cluster.zk_client().get(ConfigEntityZNode.path("brokers", entity))
+    except NoNodeError:
+        return None
+    return json.loads(data)["config"]
+
+
+def _earliest(cluster, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "dyn-watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[0]
+    finally:
+        c.close()
+
+
+def _produce(cluster, topic: str, value: bytes, count: int = 1, timestamp: int = 0) -> list:
+    """Errors (None for each success) of ``count`` records to partition 0."""
+    outcomes = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "retries": 0})
+    for _ in range(count):
+        p.produce(
+            topic,
+            value=value,
+            partition=0,
+            timestamp=timestamp,
+            on_delivery=lambda err, _msg: outcomes.append(err),
+        )
+        p.flush(30)
+    return [None if e is None else e.code() for e in outcomes]
+
+
+def test_cluster_default_retention_deletes_old_segments(cluster, admin):
+    """log.retention.ms at <default> (quill-configs --entity-default): a topic with no
+    override deletes its old segments; its DescribeConfigs names the dynamic default."""
+    topic = create_topic(cluster, "dynret", [[1]])
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    assert _produce(cluster, topic, b"x" * 300, count=12, timestamp=hour_ago) == [None] * 12
+    time.sleep(1.0)  # several retention checks at the static 168 h: nothing goes
+    assert _earliest(cluster, topic) == 0
+
+    run = tool(
+        "configs",
+        cluster.bootstrap,
+        "--entity-type brokers --entity-default --alter --add-config log.retention.ms=60000",
+    )
+    assert run.code == 0, run.err
+    assert run.out.strip() == "Completed updating default config for brokers in the cluster."
+    zk = cluster.zk_client()
+    data, _ = zk.get(ConfigEntityZNode.path("brokers", "<default>"))
+    assert json.loads(data) == {"version": 1, "config": {"log.retention.ms": "60000"}}
+    changes = zk.get_children(ConfigEntityChangeNotificationZNode.path)
+    entity_paths = [
+        json.loads(zk.get(f"{ConfigEntityChangeNotificationZNode.path}/{c}")[0])["entity_path"]
+        for c in changes
+    ]
+    assert "brokers/<default>" in entity_paths
+
+    wait_until(lambda: _earliest(cluster, topic) > 0, timeout=60, what="old segments deleted")
+    assert _earliest(cluster, topic) <= 12
+
+    tres = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entry = admin.describe_configs([tres])[tres].result(30)["retention.ms"]
+    assert entry.value == "60000"
+    assert ConfigSource(entry.source) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert _wire_synonyms(cluster, 2, topic, "retention.ms")[:2] == [
+        ("log.retention.ms", "60000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("log.retention.hours", "168", "STATIC_BROKER_CONFIG"),
+    ]
+
+    run = tool("configs", cluster.bootstrap, "--entity-type brokers --entity-default --describe")
+    assert run.code == 0, run.err
+    assert run.lines == [
+        "Default configs for brokers in the cluster are:",
+        "  log.retention.ms=60000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+        "log.retention.ms=60000, STATIC_BROKER_CONFIG:log.retention.hours=168, "
+        "DEFAULT_CONFIG:log.retention.hours=168}",
+    ]
+    run = tool(
+        "configs",
+        cluster.bootstrap,
+        "--entity-type brokers --entity-default --alter --delete-config log.retention.ms",
+    )
+    assert run.code == 0, run.err
+    wait_until(
+        lambda: _describe(admin, "1")["log.retention.ms"].value is None,
+        what="the default removed",
+    )
+
+
+def test_per_broker_message_max_bytes_and_restart(cluster, admin):
+    """message.max.bytes on broker 1 only: the next produce there gets MESSAGE_TOO_LARGE,
+    broker 2 still takes it; after a restart broker 1 still applies it."""
+    on_1, on_2 = unique("dynmax1"), unique("dynmax2")
+    new = [  # segments larger than the records (the cluster's static ones are 1 KiB)
+        NewTopic(t, num_partitions=1, replica_assignment=[[b]], config={"segment.bytes": "1048576"})
+        for t, b in ((on_1, 1), (on_2, 2))
+    ]
+    for future in admin.create_topics(new).values():
+        future.result(30)
+    big = b"y" * 3000
+    assert _produce(cluster, on_1, big) == [None]
+
+    _incremental(admin, "1", {"message.max.bytes": (AlterConfigOpType.SET, "2000")})
+    entry = _describe(admin, "1")["message.max.bytes"]
+    assert (entry.value, ConfigSource(entry.source)) == (
+        "2000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    assert _wire_synonyms(cluster, 4, "1", "message.max.bytes") == [
+        ("message.max.bytes", "2000", "DYNAMIC_BROKER_CONFIG"),
+        ("message.max.bytes", "1048588", "DEFAULT_CONFIG"),
+    ]
+    assert not entry.is_read_only
+    assert _describe(admin, "2")["message.max.bytes"].value == "1048588"
+    assert _produce(cluster, on_1, big) == [KafkaError.MSG_SIZE_TOO_LARGE]
+    assert _produce(cluster, on_2, big) == [None]
+    assert _produce(cluster, on_1, b"z" * 500) == [None]
+
+    cluster.broker(1).restart()
+    wait_until(
+        lambda: _describe(admin, "1")["message.max.bytes"].value == "2000",
+        what="broker 1 back with its dynamic config",
+    )
+    wait_until(lambda: _produce(cluster, on_1, b"z") == [None], what="broker 1 leading again")
+    assert _produce(cluster, on_1, big) == [KafkaError.MSG_SIZE_TOO_LARGE]
+
+    _incremental(admin, "1", {"message.max.bytes": (AlterConfigOpType.DELETE, None)})
+    wait_until(lambda: _produce(cluster, on_1, big) == [None], what="the limit lifted")
+
+
+def _alter_error(admin, name: str, configs: dict) -> KafkaError:
+    res = ConfigResource(
+        BROKER,
+        name,
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ],
+    )
+    with pytest.raises(KafkaException) as info:
+        admin.incremental_alter_configs([res])[res].result(30)
+    return info.value.args[0]
+
+
+def test_read_only_and_invalid_values_refused(cluster, admin):
+    err = _alter_error(admin, "1", {"log.retention.hours": "1"})
+    assert err.code() == KafkaError.INVALID_CONFIG
+    assert err.str() == "Cannot update these configs dynamically: Set(log.retention.hours)"
+    err = _alter_error(admin, "1", {"ssl.keystore.location": "/k.pem"})
+    assert err.str() == (
+        "These security configs can be dynamically updated only per-listener using the "
+        "listener prefix: Set(ssl.keystore.location)"
+    )
+    err = _alter_error(admin, "1", {"message.max.bytes": "lots"})
+    assert err.code() == KafkaError.INVALID_CONFIG
+    assert err.str() == "Invalid value lots for configuration message.max.bytes: " + (
+        "Not a number of type INT"
+    )
+    err = _alter_error(admin, "1", {"log.cleanup.policy": "shred"})
+    assert err.code() == KafkaError.INVALID_CONFIG
+    assert "log.cleanup.policy" in err.str()
+    assert _describe(admin, "1")["log.retention.hours"].is_read_only
+
+    run = tool(
+        "configs",
+        cluster.bootstrap,
+        "--entity-type brokers --entity-default --alter --add-config listeners=PLAINTEXT://:1",
+    )
+    assert run.code == 1
+    assert (
+        "Cannot update these configs at default cluster level, broker id must be "
+        "specified: Set(listeners)" in run.err
+    )
+    assert "log.retention.hours" not in (_zk_config(cluster, "1") or {})
+    assert "listeners" not in (_zk_config(cluster, "<default>") or {})
+
+
+def test_unknown_key_stored_append_and_validate_only(cluster, admin):
+    """An unknown key is stored as Kafka stores it; APPEND on a list key starts from
+    Kafka's default; validate_only writes nothing."""
+    _incremental(admin, "2", {"log.cleanup.policy": (AlterConfigOpType.APPEND, "compact")})
+    _incremental(admin, "2", {"cleanup.policy": (AlterConfigOpType.SET, "compact")})
+    assert _zk_config(cluster, "2") == {
+        "log.cleanup.policy": "delete,compact",
+        "cleanup.policy": "compact",
+    }
+    entry = _describe(admin, "2")["log.cleanup.policy"]
+    assert (entry.value, ConfigSource(entry.source).name) == (
+        "delete,compact",
+        "DYNAMIC_BROKER_CONFIG",
+    )
+    res = ConfigResource(
+        BROKER,
+        "2",
+        incremental_configs=[
+            ConfigEntry("message.max.bytes", "1", incremental_operation=AlterConfigOpType.APPEND)
+        ],
+    )
+    with pytest.raises(KafkaException) as info:
+        admin.incremental_alter_configs([res])[res].result(30)
+    assert info.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert info.value.args[0].str() == (
+        "Config value append is not allowed for config key: message.max.bytes"
+    )
+    _incremental(
+        admin, "2", {"log.retention.bytes": (AlterConfigOpType.SET, "100")}, validate_only=True
+    )
+    assert "log.retention.bytes" not in _zk_config(cluster, "2")
