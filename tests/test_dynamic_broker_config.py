@@ -217,8 +217,23 @@ def test_per_broker_message_max_bytes_and_restart(cluster, admin):
     wait_until(lambda: _produce(cluster, on_1, b"z") == [None], what="broker 1 leading again")
     assert _produce(cluster, on_1, big) == [KafkaError.MSG_SIZE_TOO_LARGE]
 
+    # precedence: broker 1's own value over the cluster default, which broker 2 takes
+    default = "--entity-type brokers --entity-default --alter"
+    run = tool("configs", cluster.bootstrap, f"{default} --add-config message.max.bytes=2500")
+    assert run.code == 0, run.err
+    wait_until(lambda: _produce(cluster, on_2, big) == [KafkaError.MSG_SIZE_TOO_LARGE], what="2500 on broker 2")
+    assert _wire_synonyms(cluster, 4, "1", "message.max.bytes") == [
+        ("message.max.bytes", "2000", "DYNAMIC_BROKER_CONFIG"),
+        ("message.max.bytes", "2500", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("message.max.bytes", "1048588", "DEFAULT_CONFIG"),
+    ]
     _incremental(admin, "1", {"message.max.bytes": (AlterConfigOpType.DELETE, None)})
+    wait_until(lambda: _produce(cluster, on_1, b"w" * 2200) == [None], what="2500 on broker 1")
+    assert _produce(cluster, on_1, big) == [KafkaError.MSG_SIZE_TOO_LARGE]
+    run = tool("configs", cluster.bootstrap, f"{default} --delete-config message.max.bytes")
+    assert run.code == 0, run.err
     wait_until(lambda: _produce(cluster, on_1, big) == [None], what="the limit lifted")
+    wait_until(lambda: _produce(cluster, on_2, big) == [None], what="the limit lifted on 2")
 
 
 def _alter_error(admin, name: str, configs: dict) -> KafkaError:
@@ -253,6 +268,10 @@ def test_read_only_and_invalid_values_refused(cluster, admin):
     assert err.code() == KafkaError.INVALID_CONFIG
     assert "log.cleanup.policy" in err.str()
     assert _describe(admin, "1")["log.retention.hours"].is_read_only
+    assert _wire_synonyms(cluster, 4, "1", "log.segment.bytes") == [
+        ("log.segment.bytes", "1024", "STATIC_BROKER_CONFIG"),
+        ("log.segment.bytes", "1073741824", "DEFAULT_CONFIG"),
+    ]
 
     run = tool(
         "configs",
@@ -299,3 +318,45 @@ def test_unknown_key_stored_append_and_validate_only(cluster, admin):
         admin, "2", {"log.retention.bytes": (AlterConfigOpType.SET, "100")}, validate_only=True
     )
     assert "log.retention.bytes" not in _zk_config(cluster, "2")
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
+def test_alter_configs_replaces_the_level_min_insync_applies(cluster, admin):
+    """AlterConfigs (not incremental) replaces broker 2's whole level, as Kafka's does;
+    min.insync.replicas=2 there makes acks=all on a 1-replica topic NOT_ENOUGH_REPLICAS."""
+    topic = create_topic(cluster, "dynisr", [[2]])
+    assert _produce(cluster, topic, b"a") == [None]
+    res = ConfigResource(BROKER, "2", set_config={"min.insync.replicas": "2"})
+    admin.alter_configs([res])[res].result(30)
+    assert _zk_config(cluster, "2") == {"min.insync.replicas": "2"}
+    wait_until(
+        lambda: _produce(cluster, topic, b"b") == [KafkaError.NOT_ENOUGH_REPLICAS],
+        what="min.insync.replicas=2 applied on broker 2",
+    )
+    res = ConfigResource(BROKER, "2", set_config={})
+    admin.alter_configs([res])[res].result(30)
+    wait_until(lambda: _produce(cluster, topic, b"c") == [None], what="back to 1")
+
+
+def _admitted(broker, source_host: str) -> bool:
+    """Whether the broker answers ApiVersions on a connection from ``source_host``."""
+    host, port = broker.address.rsplit(":", 1)
+    w = WireClient(host, int(port), source_host=source_host)
+    try:
+        return w.request(18, 0, {}).error_code == 0
+    except (ConnectionError, OSError):
+        return False
+    finally:
+        w.close()
+
+
+def test_connection_limit_overrides_apply_to_new_connections(cluster, admin):
+    broker = cluster.broker(1)
+    assert _admitted(broker, "127.0.0.2")
+    _incremental(
+        admin, "1", {"max.connections.per.ip.overrides": (AlterConfigOpType.SET, "127.0.0.2:0")}
+    )
+    wait_until(lambda: not _admitted(broker, "127.0.0.2"), what="127.0.0.2 refused")
+    assert _admitted(broker, "127.0.0.1")
+    _incremental(admin, "1", {"max.connections.per.ip.overrides": (AlterConfigOpType.DELETE, None)})
+    wait_until(lambda: _admitted(broker, "127.0.0.2"), what="127.0.0.2 admitted again")

@@ -186,10 +186,11 @@ class KafkaServer:
         old, self.default_log_config = self.default_log_config, dyn.log_config()
         if self.controller is not None:
             self.controller.unclean_default = self.default_log_config.unclean_leader_election_enable
-        quotas = self.sockets.quotas
-        quotas.max_connections = dyn.value("max.connections")
-        quotas.max_per_ip = dyn.value("max.connections.per.ip")
-        quotas.per_ip_overrides = dyn.value("max.connections.per.ip.overrides")
+        self.sockets.quotas.reconfigure(
+            dyn.value("max.connections"),
+            dyn.value("max.connections.per.ip"),
+            dyn.value("max.connections.per.ip.overrides"),
+        )
         if self.logs is None or self.replicas is None:
             return
         self.logs.default_config = self.default_log_config

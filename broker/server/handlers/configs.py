@@ -1,7 +1,9 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
 
-Topic overrides live in ZooKeeper at ``/config/topics/<t>`` (with a change
-notification), and are validated with LogConfig before anything is written.
+Topic overrides live in ZooKeeper at ``/config/topics/<t>``, dynamic broker configs at
+``/config/brokers/<id>`` and ``/config/brokers/<default>`` (each write with a change
+notification). Topic overrides are validated with LogConfig, broker ones by
+``dynamic_config`` (Kafka's DynamicBrokerConfig rules), before anything is written.
 """
 
 from __future__ import annotations
