@@ -221,7 +221,10 @@ def test_per_broker_message_max_bytes_and_restart(cluster, admin):
     default = "--entity-type brokers --entity-default --alter"
     run = tool("configs", cluster.bootstrap, f"{default} --add-config message.max.bytes=2500")
     assert run.code == 0, run.err
-    wait_until(lambda: _produce(cluster, on_2, big) == [KafkaError.MSG_SIZE_TOO_LARGE], what="2500 on broker 2")
+    wait_until(
+        lambda: _produce(cluster, on_2, big) == [KafkaError.MSG_SIZE_TOO_LARGE],
+        what="2500 on broker 2",
+    )
     assert _wire_synonyms(cluster, 4, "1", "message.max.bytes") == [
         ("message.max.bytes", "2000", "DYNAMIC_BROKER_CONFIG"),
         ("message.max.bytes", "2500", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
