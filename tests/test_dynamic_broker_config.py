@@ -253,23 +253,39 @@ def _alter_error(admin, name: str, configs: dict) -> KafkaError:
     return info.value.args[0]
 
 
-def test_read_only_and_invalid_values_refused(cluster, admin):
-    err = _alter_error(admin, "1", {"log.retention.hours": "1"})
-    assert err.code() == KafkaError.INVALID_CONFIG
-    assert err.str() == "Cannot update these configs dynamically: Set(log.retention.hours)"
-    err = _alter_error(admin, "1", {"ssl.keystore.location": "/k.pem"})
-    assert err.str() == (
+REFUSED = [  # (key, value, INVALID_CONFIG's message, or its start)
+    (
+        "log.retention.hours",
+        "1",
+        "Cannot update these configs dynamically: Set(log.retention.hours)",
+    ),
+    (
+        "ssl.keystore.location",
+        "/k.pem",
         "These security configs can be dynamically updated only per-listener using the "
-        "listener prefix: Set(ssl.keystore.location)"
-    )
-    err = _alter_error(admin, "1", {"message.max.bytes": "lots"})
-    assert err.code() == KafkaError.INVALID_CONFIG
-    assert err.str() == "Invalid value lots for configuration message.max.bytes: " + (
-        "Not a number of type INT"
-    )
-    err = _alter_error(admin, "1", {"log.cleanup.policy": "shred"})
-    assert err.code() == KafkaError.INVALID_CONFIG
-    assert "log.cleanup.policy" in err.str()
+        "listener prefix: Set(ssl.keystore.location)",
+    ),
+    (
+        "message.max.bytes",
+        "lots",
+        "Invalid value lots for configuration message.max.bytes: Not a number of type INT",
+    ),
+    (
+        "log.cleaner.io.max.bytes.per.second",
+        "0",
+        "Invalid value 0 for configuration log.cleaner.io.max.bytes.per.second: "
+        "Value must be above 0",
+    ),
+    ("log.cleaner.threads", "2", "Cannot update log.cleaner.threads dynamically in Quill: "),
+    ("log.cleanup.policy", "shred", "Invalid value shred for configuration log.cleanup.policy"),
+]
+
+
+def test_read_only_and_invalid_values_refused(cluster, admin):
+    for key, value, message in REFUSED:
+        err = _alter_error(admin, "1", {key: value})
+        assert err.code() == KafkaError.INVALID_CONFIG, key
+        assert err.str().startswith(message), err.str()
     assert _describe(admin, "1")["log.retention.hours"].is_read_only
     assert _wire_synonyms(cluster, 4, "1", "log.segment.bytes") == [
         ("log.segment.bytes", "1024", "STATIC_BROKER_CONFIG"),

@@ -10,7 +10,8 @@ Which keys may change at run time is Kafka's list, less what Quill cannot honour
   config (log.retention.ms, log.segment.bytes, message.max.bytes, log.cleanup.policy,
   min.insync.replicas, compression.type, ...; not log.retention.hours nor
   log.message.format.version, which Kafka keeps read-only);
-- the cleaner's log.cleaner.backoff.ms and log.cleaner.dedupe.buffer.size;
+- the cleaner's log.cleaner.backoff.ms, log.cleaner.dedupe.buffer.size and
+  log.cleaner.io.max.bytes.per.second;
 - the connection limits max.connections, max.connections.per.ip(.overrides);
 - num.recovery.threads.per.data.dir (the next log recovery);
 - the replication throttles leader/follower.replication.throttled.rate.
@@ -47,7 +48,13 @@ THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttle
 LOG_DYNAMIC = frozenset(syns[0][0] for syns in BROKER_SYNONYMS.values()) - {
     "log.message.format.version"
 }
-CLEANER_DYNAMIC = frozenset({"log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"})
+CLEANER_DYNAMIC = frozenset(
+    {
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+    }
+)
 SOCKET_DYNAMIC = frozenset(
     {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
 )
@@ -89,7 +96,6 @@ PER_BROKER = SECURITY_DYNAMIC | {
 NOT_IMPLEMENTED = {
     **UNSUPPORTED,
     "log.cleaner.threads": "the log cleaner is one task on the broker's event loop",
-    "log.cleaner.io.max.bytes.per.second": "the log cleaner has no I/O throttle",
     "log.cleaner.io.buffer.size": "the log cleaner reads whole segments",
     "log.cleaner.io.buffer.load.factor": "the log cleaner's key map is a dict",
     "num.replica.fetchers": "a broker runs one fetcher per source broker",
@@ -158,7 +164,21 @@ def typed(key: str, raw: str) -> Any:
             return parse_ip_overrides(raw)
         except ConfigValueError as exc:
             raise _invalid(f"Invalid value {raw} for configuration {key}: {exc}") from None
+    if spec.parse is float:
+        return _positive_double(key, raw)
     return _number(key, raw, spec.minimum, "INT")
+
+
+def _positive_double(key: str, raw: str) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or value != value:  # not a number, or NaN
+        raise _invalid(f"Invalid value {raw} for configuration {key}: Not a number of type DOUBLE")
+    if value <= 0:
+        raise _invalid(f"Invalid value {raw} for configuration {key}: Value must be above 0")
+    return value
 
 
 def _number(key: str, raw: str, minimum: int | None, tname: str) -> int:

@@ -196,6 +196,7 @@ class KafkaServer:
         self.logs.default_config = self.default_log_config
         self.logs.cleaner.backoff_ms = dyn.value("log.cleaner.backoff.ms")
         self.logs.cleaner.dedupe_buffer_size = dyn.value("log.cleaner.dedupe.buffer.size")
+        self.logs.cleaner.io_max_bytes_per_second = dyn.value("log.cleaner.io.max.bytes.per.second")
         self.logs.recovery_threads = max(1, dyn.value("num.recovery.threads.per.data.dir"))
         for key, quota in (
             ("leader.replication.throttled.rate", self.replicas.leader_quota),
