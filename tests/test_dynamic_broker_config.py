@@ -379,3 +379,28 @@ def test_connection_limit_overrides_apply_to_new_connections(cluster, admin):
     assert _admitted(broker, "127.0.0.1")
     _incremental(admin, "1", {"max.connections.per.ip.overrides": (AlterConfigOpType.DELETE, None)})
     wait_until(lambda: _admitted(broker, "127.0.0.2"), what="127.0.0.2 admitted again")
+
+
+def test_cli_alter_and_describe_one_broker(cluster):
+    """quill-configs --entity-name 2: Kafka's lines, every synonym of each level."""
+    base = "--entity-type brokers --entity-name 2"
+    run = tool(
+        "configs", cluster.bootstrap, f"{base} --alter --add-config log.retention.bytes=5000"
+    )
+    assert run.code == 0, run.err
+    assert run.out.strip() == "Completed updating config for broker 2."
+    run = tool("configs", cluster.bootstrap, f"{base} --describe")
+    assert run.code == 0, run.err
+    assert run.lines[0] == "Dynamic configs for broker 2 are:"
+    assert (
+        "  log.retention.bytes=5000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.retention.bytes=5000, DEFAULT_CONFIG:log.retention.bytes=-1}" in run.lines
+    )
+    run = tool("configs", cluster.bootstrap, f"{base} --describe --all")
+    assert (
+        "  log.segment.bytes=1024 sensitive=false synonyms={STATIC_BROKER_CONFIG:"
+        "log.segment.bytes=1024, DEFAULT_CONFIG:log.segment.bytes=1073741824}" in run.lines
+    )
+    run = tool("configs", cluster.bootstrap, f"{base} --alter --delete-config log.retention.bytes")
+    assert run.code == 0, run.err
+    assert "log.retention.bytes" not in _zk_config(cluster, "2")

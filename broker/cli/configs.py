@@ -33,7 +33,7 @@ from .common import (
     result,
     run_tool,
 )
-from .controller_client import ControllerAdmin, controller_request
+from .controller_client import ControllerAdmin, broker_request, controller_request
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 
@@ -173,40 +173,50 @@ class _Entry(NamedTuple):
     synonyms: dict
 
 
-def _default_request(admin, api_key: int, version: int, body: dict):
+def _default_alter(admin, body: dict) -> None:
     """The cluster-default broker resource (empty name) goes to any broker, as Kafka's
     admin client sends it; librdkafka cannot name it, so it goes on the broker's own
     client (to the controller, which is as good a broker as any)."""
-    resp = controller_request(admin, api_key, version, body)
-    entry = (resp.results if api_key == DESCRIBE_CONFIGS else resp.responses)[0]
+    _checked(controller_request(admin, INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0])
+
+
+def _checked(entry):
     if entry.error_code:
         raise CliError(entry.error_code.name.upper(), entry.error_message or "")
     return entry
 
 
+def _describe_broker(admin, name: str) -> dict:
+    """DescribeConfigs of a BROKER resource on the broker's own client: librdkafka keeps
+    one synonym per name, and Kafka lists a key once per level (and cannot name the
+    default resource). Broker ``name`` answers for itself; any broker for the default."""
+    body = {
+        "resources": [{"resource_type": 4, "resource_name": name, "configuration_keys": None}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    if name:
+        resp = broker_request(admin, int(name), DESCRIBE_CONFIGS, 4, body)
+    else:
+        resp = controller_request(admin, DESCRIBE_CONFIGS, 4, body)
+    return {
+        c.name: _Entry(
+            c.name,
+            c.value,
+            int(c.config_source),
+            c.is_sensitive,
+            {
+                (s.name, int(s.source)): _Entry(s.name, s.value, int(s.source), c.is_sensitive, {})
+                for s in c.synonyms
+            },
+        )
+        for c in _checked(resp.results[0]).configs
+    }
+
+
 def _fetch(admin, entity_type: str, name: str) -> dict:
-    if entity_type == "brokers" and name == "":
-        body = {
-            "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
-            "include_synonyms": True,
-            "include_documentation": False,
-        }
-        entry = _default_request(admin, DESCRIBE_CONFIGS, 4, body)
-        return {
-            c.name: _Entry(
-                c.name,
-                c.value,
-                int(c.config_source),
-                c.is_sensitive,
-                {  # by (name, source): Kafka lists a key once per level
-                    (s.name, int(s.source)): _Entry(
-                        s.name, s.value, int(s.source), c.is_sensitive, {}
-                    )
-                    for s in c.synonyms
-                },
-            )
-            for c in entry.configs
-        }
+    if entity_type == "brokers":
+        return _describe_broker(admin, name)
     resource = _resource(entity_type, name)
     return result(admin.describe_configs([resource])[resource])
 
@@ -290,9 +300,7 @@ def _alter(admin, args, entity_type: str, name: str) -> int:
         ops = [{"name": k, "config_operation": 0, "value": v} for k, v in adds.items()]
         ops += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
         resource = {"resource_type": 4, "resource_name": "", "configs": ops}
-        _default_request(
-            admin, INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [resource], "validate_only": False}
-        )
+        _default_alter(admin, {"resources": [resource], "validate_only": False})
         print("Completed updating default config for brokers in the cluster.")
         return 0
     resource = _resource(entity_type, name)
