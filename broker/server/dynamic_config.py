@@ -343,6 +343,9 @@ def _fmt(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, list | tuple):
         return ",".join(value)
+    if isinstance(value, float) and "e" in repr(value):  # Java's 1.7976931348623157E308
+        mantissa, exponent = repr(value).split("e")
+        return f"{mantissa}E{int(exponent)}"
     return str(value)
 
 
