@@ -308,7 +308,10 @@ def test_read_only_and_invalid_values_refused(cluster, admin):
 
 def test_unknown_key_stored_append_and_validate_only(cluster, admin):
     """An unknown key is stored as Kafka stores it; APPEND on a list key starts from
-    Kafka's default; validate_only writes nothing."""
+    Kafka's default, and the topics on broker 2 turn compacted (keyless records are
+    refused there); validate_only writes nothing."""
+    topic = create_topic(cluster, "dyncompact", [[2]])
+    assert _produce(cluster, topic, b"keyless") == [None]
     _incremental(admin, "2", {"log.cleanup.policy": (AlterConfigOpType.APPEND, "compact")})
     _incremental(admin, "2", {"cleanup.policy": (AlterConfigOpType.SET, "compact")})
     assert _zk_config(cluster, "2") == {
@@ -319,6 +322,10 @@ def test_unknown_key_stored_append_and_validate_only(cluster, admin):
     assert (entry.value, ConfigSource(entry.source).name) == (
         "delete,compact",
         "DYNAMIC_BROKER_CONFIG",
+    )
+    wait_until(
+        lambda: _produce(cluster, topic, b"keyless") == [KafkaError.INVALID_RECORD],
+        what="the topic compacted by broker 2's default",
     )
     res = ConfigResource(
         BROKER,
@@ -337,6 +344,9 @@ def test_unknown_key_stored_append_and_validate_only(cluster, admin):
         admin, "2", {"log.retention.bytes": (AlterConfigOpType.SET, "100")}, validate_only=True
     )
     assert "log.retention.bytes" not in _zk_config(cluster, "2")
+    _incremental(admin, "2", {"log.cleanup.policy": (AlterConfigOpType.SUBTRACT, "compact")})
+    assert _zk_config(cluster, "2")["log.cleanup.policy"] == "delete"
+    wait_until(lambda: _produce(cluster, topic, b"keyless") == [None], what="delete again")
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")

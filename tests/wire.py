@@ -136,9 +136,18 @@ class WireClient:
         return resp.topics[0]
 
     def fetch(
-        self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait: int = 0
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait: int = 0,
+        rack_id: str = "",
+        version: int = 12,
     ):
-        resp = self.fetch_request([(topic, partition, offset)], max_bytes, max_wait)
+        resp = self.fetch_request(
+            [(topic, partition, offset)], max_bytes, max_wait, rack_id=rack_id, version=version
+        )
         return resp.responses[0].partitions[0]
 
     def fetch_request(
@@ -148,9 +157,12 @@ class WireClient:
         max_wait: int = 0,
         session_id: int = 0,
         session_epoch: int = -1,
+        rack_id: str = "",
+        version: int = 12,
     ):
-        """Fetch v12 as a consumer of ``parts`` [(topic, partition, fetch offset)]; the
-        whole response (sessions: KIP-227's session id and epoch)."""
+        """Fetch (v12 unless told) as a consumer of ``parts`` [(topic, partition, fetch
+        offset)]; the whole response (sessions: KIP-227's session id and epoch; rack_id:
+        the consumer's client.rack, KIP-392, v11+)."""
         topics: dict[str, list] = {}
         for topic, partition, offset in parts:
             topics.setdefault(topic, []).append(
@@ -165,7 +177,7 @@ class WireClient:
             )
         return self.request(
             1,
-            12,
+            version,
             {
                 "replica_id": -1,
                 "max_wait": max_wait,
@@ -176,6 +188,6 @@ class WireClient:
                 "session_epoch": session_epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [],
-                "rack_id": "",
+                "rack_id": rack_id,
             },
         )

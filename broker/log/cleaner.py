@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,11 @@ class LogToClean:
     first_uncleanable: int  # aligned to a segment's base offset
     clean_bytes: int
     cleanable_bytes: int
-    need_compaction_now: bool = False
+    compaction_delay_ms: int = 0  # past max.compaction.lag.ms (Kafka's maxCompactionDelayMs)
+
+    @property
+    def need_compaction_now(self) -> bool:
+        return self.compaction_delay_ms > 0
 
     @property
     def cleanable_ratio(self) -> float:
@@ -116,6 +121,9 @@ class LogCleaner:
     last_cleaned_ms: dict[TopicPartition, int] = field(default_factory=dict)
     last_recopy_ratio: float = 0.0  # bytes written / bytes read by the last pass
     last_clean_secs: float = 0.0
+    last_buffer_utilization: float = 0.0  # the last pass's offset map: entries / slots
+    last_run_ms: int = field(default_factory=lambda: _now())  # the last look for work
+    max_compaction_delay_ms: int = 0  # of the last look, over the compacted logs
 
     # -- checkpoints --------------------------------------------------------------------
     def _checkpoint(self, log_dir: Path) -> OffsetCheckpointFile:
@@ -177,10 +185,28 @@ class LogCleaner:
         self.last_cleaned_ms[cleanable.tp] = _now()
         return True
 
+    def uncleanable_bytes(self, get_log: Callable[[str, int], Log | None]) -> dict[str, int]:
+        """Kafka's LogCleanerManager uncleanable-bytes: per log dir, the cleanable bytes
+        of the partitions the cleaner gave up on (0 for every dir when there are none)."""
+        out = {str(d): 0 for d in self.log_dirs}
+        if not self.uncleanable:
+            return out
+        checkpoints, now = self.checkpoints(), _now()
+        for tp in list(self.uncleanable):
+            lg = get_log(*tp)
+            if lg is None:
+                continue
+            first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
+            size = _log_to_clean(tp, lg, first_dirty, uncleanable, now).cleanable_bytes
+            out[str(lg.dir.parent)] = out.get(str(lg.dir.parent), 0) + size
+        return out
+
     def grab_filthiest(self, logs: dict[TopicPartition, Log], now: int) -> LogToClean | None:
         checkpoints = self.checkpoints()
         best = None
         self.dirty_ratios = ratios = {}
+        self.last_run_ms = now
+        delays = [0]
         for tp, lg in logs.items():
             if not lg.config.compact or lg.closed or tp in self.uncleanable:
                 continue
@@ -189,6 +215,7 @@ class LogCleaner:
             first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
             cleanable = _log_to_clean(tp, lg, first_dirty, uncleanable, now)
             ratios[tp] = cleanable.cleanable_ratio
+            delays.append(cleanable.compaction_delay_ms)
             if cleanable.clean_bytes + cleanable.cleanable_bytes == 0:
                 continue
             due = (cleanable.need_compaction_now and cleanable.cleanable_bytes > 0) or (
@@ -196,6 +223,7 @@ class LogCleaner:
             )
             if due and (best is None or cleanable.cleanable_ratio > best.cleanable_ratio):
                 best = cleanable
+        self.max_compaction_delay_ms = max(delays)
         return best
 
     # -- on request (Quill's "compact now", /admin/compact/<topic>) ---------------------------
@@ -257,6 +285,7 @@ class LogCleaner:
         max_entries = int(self.dedupe_buffer_size / ENTRY_BYTES * LOAD_FACTOR)
         offset_map = OffsetMap(max_entries)
         build_offset_map(lg, cleanable.first_dirty, cleanable.first_uncleanable, offset_map)
+        self.last_buffer_utilization = len(offset_map) / (self.dedupe_buffer_size / ENTRY_BYTES)
         end = offset_map.latest_offset + 1
         segments = [s for s in lg.segments if s.base_offset < end]
         active = {pid: e.last_data_offset for pid, e in lg.producer_state.producers.items()}
@@ -361,10 +390,8 @@ def _log_to_clean(tp, lg: Log, first_dirty: int, uncleanable: int, now: int) -> 
     boundary = next(iter(_segments_from(lg, uncleanable)), lg.active_segment).base_offset
     clean_bytes = sum(s.size for s in lg.segments if s.base_offset < first_dirty)
     dirty = _overlapping(lg, min(first_dirty, boundary), boundary)
-    need_now = _max_compaction_delay(lg, first_dirty, now) > 0
-    return LogToClean(
-        tp, lg, first_dirty, boundary, clean_bytes, sum(s.size for s in dirty), need_now
-    )
+    delay = _max_compaction_delay(lg, first_dirty, now)
+    return LogToClean(tp, lg, first_dirty, boundary, clean_bytes, sum(s.size for s in dirty), delay)
 
 
 def _max_compaction_delay(lg: Log, first_dirty: int, now: int) -> int:

@@ -331,15 +331,33 @@ def _attr(key: str) -> str:
 
 def _default_synonym(key: str) -> tuple[str, str | None, ConfigSource]:
     """Kafka names a topic config's default by its broker key, in that key's unit
-    (``retention.ms`` -> ``log.retention.hours=168``)."""
+    (``retention.ms`` -> ``log.retention.hours=168``): of several broker keys, only the
+    last has a default in Kafka's KafkaConfig (log.retention.ms, log.roll.ms, ... are null)."""
     default = getattr(_KAFKA_DEFAULTS, _attr(key))
-    broker = BROKER_SYNONYMS.get(key)
-    if not broker:
-        return key, _fmt(default), ConfigSource.DEFAULT_CONFIG
-    name, factor = broker[-1]
+    name, factor = BROKER_SYNONYMS[key][-1]
     if factor != 1 and isinstance(default, int) and default % factor == 0:
         default = default // factor
     return name, _fmt(default), ConfigSource.DEFAULT_CONFIG
+
+
+def _broker_synonyms(
+    key: str, layered: tuple[tuple[str, str, ConfigSource], ...]
+) -> list[tuple[str, str | None, ConfigSource]]:
+    """Kafka's ConfigHelper.configSynonyms for a topic key: the broker keys set at each
+    level (``layered``: per-broker dynamic, cluster-default dynamic, server.properties),
+    then the broker default, all dropped up to the first named by
+    the key's own broker key (``log.retention.ms`` for ``retention.ms``). That drop, made
+    for listener overrides, also drops ``log.retention.hours``: a broker that sets no
+    ``log.retention.ms`` lists no synonym for ``retention.ms``, as Kafka."""
+    if key not in BROKER_SYNONYMS:
+        return []  # Kafka's TopicConfigSynonyms has none (the throttled replicas lists)
+    found: list[tuple[str, str | None, ConfigSource]] = list(layered)
+    found.append(_default_synonym(key))
+    primary = BROKER_SYNONYMS[key][0][0]
+    for i, (name, _value, _source) in enumerate(found):
+        if name == primary:
+            return found[i:]
+    return []
 
 
 @dataclass(frozen=True)
@@ -385,8 +403,9 @@ class LogConfig:
 
     #: topic keys set as topic overrides (source DYNAMIC_TOPIC_CONFIG), with raw values
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-    #: topic key -> (broker key, raw value) of the broker setting the value came from
-    broker_values: Mapping[str, tuple[str, str]] = field(
+    #: topic key -> the (broker key, raw value) pairs server.properties sets for it, in
+    #: Kafka's priority order (the first one is the value)
+    broker_values: Mapping[str, tuple[tuple[str, str], ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
     #: topic key -> its broker synonyms set at each level, Kafka's order (per-broker
@@ -436,14 +455,18 @@ class LogConfig:
         for _source, props in reversed(layers):
             merged.update(props)
         values: dict[str, Any] = {}
-        used: dict[str, tuple[str, str]] = {}
+        used: dict[str, tuple[tuple[str, str], ...]] = {}
         for key, synonyms in BROKER_SYNONYMS.items():
             spec = TOPIC_CONFIG_KEYS[key]
+            found = []
             for broker_key, factor in synonyms:
                 raw = merged.get(broker_key)
                 if _unset(raw):
                     continue
                 value = spec.parse(broker_key, raw)
+                found.append((broker_key, _fmt(value)))
+                if len(found) > 1:
+                    continue  # the first one set is the value; the others are synonyms
                 if factor != 1:
                     value = value * factor
                 if key == "retention.ms" and value < 0:
@@ -451,8 +474,8 @@ class LogConfig:
                 if spec.check is not None:
                     spec.check(broker_key, value)
                 values[_attr(key)] = value
-                used[key] = (broker_key, _fmt(spec.parse(broker_key, raw)))
-                break
+            if found:
+                used[key] = tuple(found)
         config = dataclasses.replace(
             cls(), broker_values=used, broker_synonyms=_layered_synonyms(layers), **values
         )
@@ -545,12 +568,10 @@ class LogConfig:
         """One row per topic key: value, Kafka config source, and synonyms."""
         rows = []
         for key, spec in TOPIC_CONFIG_KEYS.items():
-            synonyms: list[tuple[str, str | None, ConfigSource]] = []
+            synonyms = _broker_synonyms(key, self.broker_synonyms.get(key, ()))
             if key in self.overrides:
-                synonyms.append((key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            synonyms.extend(self.broker_synonyms.get(key, ()))
-            synonyms.append(_default_synonym(key))
-            source = synonyms[0][2]
+                synonyms.insert(0, (key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
             rows.append(
                 ConfigDescription(
                     name=key,

@@ -28,6 +28,7 @@ from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
+from ..replica.selector import selector_for
 from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
 from ..security.credential_cache import CredentialCache
@@ -58,7 +59,12 @@ class KafkaServer:
         self.controller_epoch_seen = 0  # the newest controller this broker has heard from
         self.metadata_ready = asyncio.Event()  # set by the first UpdateMetadata
         self.cache = MetadataCache(config.broker_id)
-        self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
+        self.zk = KafkaZkClient(
+            config["zookeeper.connect"],
+            config["zookeeper.session.timeout.ms"],
+            config.zookeeper_credentials,
+            config["zookeeper.set.acl"],
+        )
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.heap: HeapFreezer | None = None
@@ -242,6 +248,8 @@ class KafkaServer:
             self._write_isr,
             self._in_metadata,
         )
+        self.replicas.replica_selector = selector_for(cfg["replica.selector.class"])
+        self.replicas.live_broker = lambda b: self.cache.brokers.get(b)  # replaced on updates
         self._apply_dynamic()
         self.heap = HeapFreezer(loop)
         self.replicas.on_partitions_changed = self.heap.partitions_changed

@@ -11,11 +11,11 @@ import logging
 import threading
 import time
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
+from .security import ZkCredentials, zk_client
 from .znodes import (
     PERSISTENT_PATHS,
     BrokerIdZNode,
@@ -48,9 +48,18 @@ class ZkError(RuntimeError):
 
 
 class KafkaZkClient:
-    def __init__(self, connect: str, session_timeout_ms: int = 18000) -> None:
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18000,
+        credentials: ZkCredentials | None = None,
+        set_acl: bool = False,
+    ) -> None:
+        """``credentials``: the SASL login (broker.zk.security); ``set_acl``: Kafka's
+        zookeeper.set.acl, every znode created with secure ACLs."""
         self.connect = connect
-        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self.zk = zk_client(connect, session_timeout_ms / 1000.0, credentials, set_acl)
+        self.sasl = credentials is not None
         self.session_timeout_ms = session_timeout_ms
 
     # -- lifecycle -----------------------------------------------------------------
@@ -61,7 +70,8 @@ class KafkaZkClient:
             raise ZkError(
                 f"Cannot reach ZooKeeper at {self.connect} within "
                 f"zookeeper.connection.timeout.ms={timeout_s * 1000:.0f} "
-                "(is it running? check zookeeper.connect)"
+                "(is it running? check zookeeper.connect"
+                + (", and the SASL login of java.security.auth.login.config)" if self.sasl else ")")
             ) from None
         for path in PERSISTENT_PATHS:
             self.zk.ensure_path(path)

@@ -1,5 +1,7 @@
 """Fetch: long poll on min bytes / max wait, size limits, record data by sendfile,
-fetch sessions (KIP-227, see fetch_session.py)."""
+fetch sessions (KIP-227, see fetch_session.py), fetch from follower (KIP-392: from v11
+a consumer may read from a follower, and a leader with a replica selector may point it
+to one with preferred_read_replica)."""
 
 from __future__ import annotations
 
@@ -19,22 +21,34 @@ if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 
+FETCH_FROM_FOLLOWER_VERSION = 11  # KIP-392: rack_id and preferred_read_replica
+
+
+def _follower_log_start(p: Any) -> int:
+    """The follower's log start offset: its session's record of it, or the request's."""
+    told = getattr(p, "fetcher_log_start", None)
+    return told if told is not None else getattr(p, "log_start_offset", -1)
+
+
 def _read_all(
     server: KafkaServer,
     req: Any,
     wanted: list,
     named: set | None = None,
     session: FetchSession | None = None,
+    client_rack: str | None = None,
 ) -> tuple[list, int, bool]:
     """One pass over ``wanted`` ((topic, partitions) with the request's partition fields:
-    the request's own, or its session's); returns (topics, bytes, any error).
+    the request's own, or its session's); returns (topics, bytes, answer now: an
+    error, a preferred read replica, or a HW the follower has not heard).
+    ``client_rack``: a consumer's rack_id (v11+), None for older versions.
     ``named``: a follower's incremental fetch, with the partitions it named; the others
     with nothing new for it (ReplicaManager.follower_idle) are skipped, as the session
     would leave them out of the answer anyway, and rest in ``session`` from then on (not
     even visited until touched)."""
     budget = min(req.max_bytes, server.config["fetch.max.bytes"]) if req.max_bytes > 0 else 0
     total = 0
-    errors = False
+    at_once = False
     topics = []
     committed = getattr(req, "isolation_level", 0) == 1
     idle = server.replicas.follower_idle if named is not None else None
@@ -59,6 +73,7 @@ def _read_all(
                     p.fetch_offset,
                     max_bytes,
                     getattr(p, "current_leader_epoch", -1),  # Fetch v9+
+                    _follower_log_start(p),
                 )
             else:
                 r = server.replicas.read(
@@ -69,9 +84,10 @@ def _read_all(
                     current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # Fetch v9+
                     isolation_committed=committed,
                     min_one_message=total == 0,
+                    client_rack=client_rack,
                 )
-            if r.error != ErrorCode.none:
-                errors = True
+            if r.error != ErrorCode.none or r.preferred_read_replica >= 0 or r.hw_news:
+                at_once = True
 
             region = r.region
             records: Any = b""
@@ -88,10 +104,11 @@ def _read_all(
                     records=records,
                     records_size=r.size,
                     aborted_transactions=r.aborted,
+                    preferred_read_replica=r.preferred_read_replica,
                 )
             )
         topics.append((topic, parts))
-    return topics, total, errors
+    return topics, total, at_once
 
 
 def _news_only(session: FetchSession, topics: list, incremental: bool) -> list:
@@ -139,13 +156,18 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
     refused = []
     if server.authorizer is not None and req.replica_id < 0:  # followers: ClusterAction, before
         wanted, refused = fetch_denied(server, wanted)
+    client_rack = None
+    if header.api_version >= FETCH_FROM_FOLLOWER_VERSION and req.replica_id < 0:
+        client_rack = req.rack_id or ""
     max_wait_s = max(0, ms(req.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait_s
     while True:
-        topics, total, errors = _read_all(server, req, wanted, named, follower_session)
+        topics, total, at_once = _read_all(
+            server, req, wanted, named, follower_session, client_rack
+        )
         keys = [(topic, p.partition) for topic, parts in wanted for p in parts]
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or errors or remaining <= 0:
+        if total >= req.min_bytes or at_once or remaining <= 0:
             break
         if not keys and follower_session is None:
             break
