@@ -23,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
 from tests.cli_helpers import tool
 from tests.group_helpers import wait_until
-from tests.ops_helpers import create_topic, unique
+from tests.ops_helpers import create_topic, state, unique
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -414,3 +414,29 @@ def test_cli_alter_and_describe_one_broker(cluster):
     run = tool("configs", cluster.bootstrap, f"{base} --alter --delete-config log.retention.bytes")
     assert run.code == 0, run.err
     assert "log.retention.bytes" not in _zk_config(cluster, "2")
+
+
+def test_unclean_election_default_turned_on_elects_the_offline_partition(cluster_factory):
+    """unclean.leader.election.enable=true at <default>: the controller elects an
+    out-of-sync replica for a partition left without a leader, as Kafka's
+    enableDefaultUncleanLeaderElection does."""
+    c = cluster_factory(3, **{"replica.lag.time.max.ms": "2000"}, **SETTINGS)
+    topic = create_topic(c, "dynunclean", [[1, 2]])
+    c.broker(2).stop()
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": 1})
+    p.produce(topic, value=b"only-on-1", partition=0)
+    assert p.flush(30) == 0
+    wait_until(lambda: state(c, topic, 0)["isr"] == [1], what="broker 2 out of the ISR")
+    c.broker(1).stop()
+    wait_until(lambda: state(c, topic, 0)["leader"] == -1, what="the partition offline")
+    c.broker(2).start()
+    wait_until(lambda: "2" in c.zk_client().get_children("/brokers/ids"), what="2 back")
+    time.sleep(2.0)  # the controller has seen broker 2 come back: no clean leader for it
+    assert state(c, topic, 0)["leader"] == -1
+    default = "--entity-type brokers --entity-default --alter"
+    run = tool(
+        "configs", c.bootstrap, f"{default} --add-config unclean.leader.election.enable=true"
+    )
+    assert run.code == 0, run.err
+    wait_until(lambda: state(c, topic, 0)["leader"] == 2, what="broker 2 elected uncleanly")
+    assert state(c, topic, 0)["isr"] == [2]

@@ -191,7 +191,9 @@ class KafkaServer:
         dyn = self.dynamic
         old, self.default_log_config = self.default_log_config, dyn.log_config()
         if self.controller is not None:
-            self.controller.unclean_default = self.default_log_config.unclean_leader_election_enable
+            self.controller.set_unclean_default(
+                self.default_log_config.unclean_leader_election_enable
+            )
         self.sockets.quotas.reconfigure(
             dyn.value("max.connections"),
             dyn.value("max.connections.per.ip"),
