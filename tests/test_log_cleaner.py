@@ -154,6 +154,25 @@ def test_delete_and_compact_topics_and_non_compacted_ones_are_left_alone(tmp_pat
     assert len(read_all(lg)) == 30
 
 
+def test_io_max_bytes_per_second_holds_the_next_pass_back(tmp_path):
+    """log.cleaner.io.max.bytes.per.second: a pass that read and wrote N bytes keeps
+    the cleaner idle N / rate seconds; without a limit it may go again at once."""
+    first, second = _compact_log(tmp_path / "a"), _compact_log(tmp_path / "b")
+    for lg in (first, second):
+        for round_ in range(10):
+            _append(lg, [(b"k", b"v-%d" % round_)])
+    cleaner = LogCleaner([tmp_path / "a", tmp_path / "b"], backoff_ms=0)
+    cleaner.io_max_bytes_per_second = 1000.0
+    logs = {("a", 0): first, ("b", 0): second}
+    assert cleaner.maybe_clean(logs, NOW)
+    moved = cleaner.stats.bytes_read + cleaner.stats.bytes_written
+    assert moved > 0
+    held_ms = moved * 1000 / 1000.0
+    assert cleaner.throttled_until_ms == NOW + held_ms
+    assert not cleaner.maybe_clean(logs, NOW + int(held_ms) - 1)  # still held back
+    assert cleaner.maybe_clean(logs, NOW + int(held_ms) + 1)  # the other log, now
+
+
 def test_uncleanable_bytes_are_the_given_up_partitions_cleanable_bytes(tmp_path):
     lg = _compact_log(tmp_path)
     for i in range(40):

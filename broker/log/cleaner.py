@@ -106,7 +106,11 @@ class LogCleaner:
     enabled: bool = True
     backoff_ms: int = 15000
     dedupe_buffer_size: int = 128 * 1024 * 1024
+    #: log.cleaner.io.max.bytes.per.second: bytes read plus written per second, on
+    #: average; a pass that moved N bytes holds the next one back N / rate seconds
+    io_max_bytes_per_second: float = float("inf")
     last_idle_ms: int = field(default=-(1 << 62))
+    throttled_until_ms: float = 0
     stats: CleanerStats = field(default_factory=CleanerStats)
     uncleanable: set[TopicPartition] = field(default_factory=set)
     # partitions a "compact now" request holds (rolled, waiting for their high watermark):
@@ -152,7 +156,11 @@ class LogCleaner:
     # -- choosing a log --------------------------------------------------------------------
     def due(self, now_ms: int) -> bool:
         """Whether maybe_clean would look at the logs now (enabled, backoff over)."""
-        return self.enabled and now_ms - self.last_idle_ms >= self.backoff_ms
+        return (
+            self.enabled
+            and now_ms - self.last_idle_ms >= self.backoff_ms
+            and now_ms >= self.throttled_until_ms
+        )
 
     def maybe_clean(self, logs: dict[TopicPartition, Log], now_ms: int | None = None) -> bool:
         """Clean the filthiest log if any is due; True if one was cleaned."""
@@ -163,12 +171,16 @@ class LogCleaner:
         if cleanable is None:
             self.last_idle_ms = now
             return False
+        moved = self.stats.bytes_read + self.stats.bytes_written
         try:
             end = self.clean(cleanable, now)
         except Exception:  # as Kafka: mark the partition uncleanable, keep the broker
             log.exception("cleaning %s-%d failed; it is now uncleanable", *cleanable.tp)
             self.uncleanable.add(cleanable.tp)
             return False
+        finally:
+            moved = self.stats.bytes_read + self.stats.bytes_written - moved
+            self.throttled_until_ms = now + moved * 1000 / self.io_max_bytes_per_second
         self.update_checkpoint(cleanable.log.dir.parent, cleanable.tp, end)
         self.last_cleaned_ms[cleanable.tp] = _now()
         return True

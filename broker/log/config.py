@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -316,6 +316,35 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _unset(raw: Any) -> bool:
+    return raw is None or (isinstance(raw, str) and raw.strip() == "")
+
+
+def _shown(key: str, broker_key: str, raw: Any) -> str:
+    try:
+        return _fmt(TOPIC_CONFIG_KEYS[key].parse(broker_key, raw))
+    except KafkaError:  # an overridden level's value: shown as written
+        return str(raw)
+
+
+def _layered_synonyms(
+    layers: Sequence[tuple[ConfigSource, Mapping[str, Any]]],
+) -> dict[str, tuple[tuple[str, str, ConfigSource], ...]]:
+    """Per topic key, every broker synonym set at each level, level by level (Kafka's
+    ConfigHelper.configSynonyms order)."""
+    out: dict[str, tuple[tuple[str, str, ConfigSource], ...]] = {}
+    for key, synonyms in BROKER_SYNONYMS.items():
+        found = tuple(
+            (broker_key, _shown(key, broker_key, props[broker_key]), source)
+            for source, props in layers
+            for broker_key, _factor in synonyms
+            if not _unset(props.get(broker_key))
+        )
+        if found:
+            out[key] = found
+    return out
+
+
 def _attr(key: str) -> str:
     return key.replace(".", "_")
 
@@ -332,16 +361,17 @@ def _default_synonym(key: str) -> tuple[str, str | None, ConfigSource]:
 
 
 def _broker_synonyms(
-    key: str, static: tuple[tuple[str, str], ...]
+    key: str, layered: tuple[tuple[str, str, ConfigSource], ...]
 ) -> list[tuple[str, str | None, ConfigSource]]:
-    """Kafka's ConfigHelper.configSynonyms for a topic key: the broker keys set in
-    server.properties, then the broker default, all dropped up to the first named by
+    """Kafka's ConfigHelper.configSynonyms for a topic key: the broker keys set at each
+    level (``layered``: per-broker dynamic, cluster-default dynamic, server.properties),
+    then the broker default, all dropped up to the first named by
     the key's own broker key (``log.retention.ms`` for ``retention.ms``). That drop, made
     for listener overrides, also drops ``log.retention.hours``: a broker that sets no
     ``log.retention.ms`` lists no synonym for ``retention.ms``, as Kafka."""
     if key not in BROKER_SYNONYMS:
         return []  # Kafka's TopicConfigSynonyms has none (the throttled replicas lists)
-    found = [(name, raw, ConfigSource.STATIC_BROKER_CONFIG) for name, raw in static]
+    found: list[tuple[str, str | None, ConfigSource]] = list(layered)
     found.append(_default_synonym(key))
     primary = BROKER_SYNONYMS[key][0][0]
     for i, (name, _value, _source) in enumerate(found):
@@ -398,6 +428,11 @@ class LogConfig:
     broker_values: Mapping[str, tuple[tuple[str, str], ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: topic key -> its broker synonyms set at each level, Kafka's order (per-broker
+    #: dynamic, cluster-default dynamic, static server.properties): (key, value, source)
+    broker_synonyms: Mapping[str, tuple[tuple[str, str, ConfigSource], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     # --- construction ------------------------------------------------------------------
 
@@ -426,18 +461,27 @@ class LogConfig:
         return config
 
     @classmethod
-    def from_broker_props(cls, broker_props: Mapping[str, Any]) -> LogConfig:
+    def from_broker_props(
+        cls,
+        broker_props: Mapping[str, Any],
+        dynamic: Sequence[tuple[ConfigSource, Mapping[str, Any]]] = (),
+    ) -> LogConfig:
         """The default LogConfig of a broker, from its server.properties (Kafka's
         broker-level names such as log.segment.bytes, log.retention.hours,
-        message.max.bytes), using the first synonym that is set."""
+        message.max.bytes), using the first synonym that is set. ``dynamic``: the
+        dynamic broker configs over them, most specific first (KIP-226)."""
+        layers = [*dynamic, (ConfigSource.STATIC_BROKER_CONFIG, broker_props)]
+        merged: dict[str, Any] = {}
+        for _source, props in reversed(layers):
+            merged.update(props)
         values: dict[str, Any] = {}
         used: dict[str, tuple[tuple[str, str], ...]] = {}
         for key, synonyms in BROKER_SYNONYMS.items():
             spec = TOPIC_CONFIG_KEYS[key]
             found = []
             for broker_key, factor in synonyms:
-                raw = broker_props.get(broker_key)
-                if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+                raw = merged.get(broker_key)
+                if _unset(raw):
                     continue
                 value = spec.parse(broker_key, raw)
                 found.append((broker_key, _fmt(value)))
@@ -452,7 +496,9 @@ class LogConfig:
                 values[_attr(key)] = value
             if found:
                 used[key] = tuple(found)
-        config = dataclasses.replace(cls(), broker_values=used, **values)
+        config = dataclasses.replace(
+            cls(), broker_values=used, broker_synonyms=_layered_synonyms(layers), **values
+        )
         config._check_combined()
         return config
 
@@ -542,7 +588,7 @@ class LogConfig:
         """One row per topic key: value, Kafka config source, and synonyms."""
         rows = []
         for key, spec in TOPIC_CONFIG_KEYS.items():
-            synonyms = _broker_synonyms(key, self.broker_values.get(key, ()))
+            synonyms = _broker_synonyms(key, self.broker_synonyms.get(key, ()))
             if key in self.overrides:
                 synonyms.insert(0, (key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
             source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG

@@ -167,6 +167,12 @@ KEYS: dict[str, Key] = {
         Key("log.cleaner.enable", _bool, True, "Run the log cleaner (compaction)"),
         Key("log.cleaner.backoff.ms", _int, 15000, "Sleep of the cleaner when nothing is dirty", 0),
         Key("log.cleaner.dedupe.buffer.size", _int, 134217728, "Memory of the cleaner's key map"),
+        Key(
+            "log.cleaner.io.max.bytes.per.second",
+            float,
+            1.7976931348623157e308,  # Kafka's Double.MAX_VALUE: no throttle
+            "Bytes/s the cleaner reads plus writes, on average",
+        ),
         Key("log.cleaner.delete.retention.ms", _int, 86400000, "Tombstone retention (compact)"),
         Key("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty ratio that triggers cleaning"),
         Key("log.cleaner.min.compaction.lag.ms", _int, 0, "Records younger are not compacted"),
@@ -399,6 +405,12 @@ class BrokerConfig:
         check_security(self)
         self._validate_connection_limits()
         self._validate_log_defaults()
+        rate = self.values["log.cleaner.io.max.bytes.per.second"]
+        if not rate > 0:  # the cleaner divides by it
+            raise ConfigError(
+                f"Invalid value {rate} for configuration log.cleaner.io.max.bytes.per.second: "
+                "Value must be above 0"
+            )
         self._validate_authorizer()
         self.zookeeper_credentials = self._zookeeper_credentials()
 
