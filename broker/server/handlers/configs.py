@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...log.config import TOPIC_CONFIG_KEYS, ConfigType, LogConfig
+from ...log.config import TOPIC_CONFIG_KEYS, ConfigSource, ConfigType, LogConfig
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
 from .. import dynamic_config
@@ -80,7 +80,7 @@ async def handle_describe_configs(server: KafkaServer, header: RequestHeader, re
             entry.update(error_code=exc.code, error_message=exc.message, configs=[])
         if header.api_version == 0:  # v0 says is_default where v1+ give the source
             for config in entry["configs"]:
-                config["is_default"] = config["config_source"] == DEFAULT_CONFIG
+                config["is_default"] = config["config_source"] == ConfigSource.DEFAULT_CONFIG
         results.append(entry)
     return {"throttle_time": 0, "results": results}
 
