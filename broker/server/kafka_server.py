@@ -40,7 +40,7 @@ from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
-from .handlers.fetch_session import FetchSessionCache
+from .fetch_session import FetchSessionCache
 from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
 from .metadata_cache import MetadataCache

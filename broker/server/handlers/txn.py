@@ -18,7 +18,7 @@ from ...coordinator.transaction import TxnState
 from ...coordinator.transaction.metadata import STATE_NAMES
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
-from .offsets_commit import _by_topic, _known, offsets_of_request
+from .group_offsets import _by_topic, _known, offsets_of_request
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
