@@ -33,7 +33,7 @@ from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
 from ..security.credential_cache import CredentialCache
 from ..zk.client import KafkaZkClient
-from ..zk.znodes import BrokerInfo, LeaderAndIsr
+from ..zk.znodes import BrokerInfo, ConfigType, LeaderAndIsr
 from .apis import SUPPORTED, KafkaApis
 from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
@@ -184,7 +184,7 @@ class KafkaServer:
     def _load_dynamic(self) -> None:
         """At start-up, before the logs load: both levels from ZooKeeper (zk thread)."""
         for entity in (str(self.config.broker_id), DEFAULT_ENTITY):
-            self.dynamic.update(entity, self.zk.get_entity_config("brokers", entity))
+            self.dynamic.update(entity, self.zk.get_entity_config(ConfigType.BROKER, entity))
 
     def _apply_dynamic(self) -> None:
         """Put the effective dynamic configs to work, as Kafka's reconfigurables do."""

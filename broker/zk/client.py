@@ -24,6 +24,7 @@ from .znodes import (
     CompactRequestZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ConfigType,
     ConsumerOffsetZNode,
     ControllerEpochZNode,
     ControllerZNode,
@@ -234,7 +235,7 @@ class KafkaZkClient:
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> bool:
         """Write config then assignment in one transaction; False if the topic exists."""
         tx = self.zk.transaction()
-        config_path = ConfigEntityZNode.path("topics", topic)
+        config_path = ConfigEntityZNode.path(ConfigType.TOPIC, topic)
         if self.zk.exists(config_path):
             tx.set_data(config_path, ConfigEntityZNode.encode(config))
         else:
@@ -263,7 +264,7 @@ class KafkaZkClient:
     def delete_topic_znodes(self, topic: str) -> None:
         for path in (
             TopicZNode.path(topic),
-            ConfigEntityZNode.path("topics", topic),
+            ConfigEntityZNode.path(ConfigType.TOPIC, topic),
             DeleteTopicsZNode.topic_path(topic),
             CompactRequestZNode.topic_path(topic),  # its compaction requests and results
         ):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...log.config import TOPIC_CONFIG_KEYS, ConfigSource, ConfigType, LogConfig
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
+from ...zk.znodes import ConfigType as EntityType
 from .. import dynamic_config
 from ..dynamic_config import DEFAULT_ENTITY
 
@@ -92,7 +93,7 @@ async def _alter_topic(
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     LogConfig.from_props(new, defaults=server.default_log_config)  # raises INVALID_CONFIG
     if not validate_only:
-        await asyncio.to_thread(server.zk.set_entity_config, "topics", name, new)
+        await asyncio.to_thread(server.zk.set_entity_config, EntityType.TOPIC, name, new)
 
 
 def _broker_entity(server: KafkaServer, name: str) -> str:
@@ -113,7 +114,7 @@ async def _alter_broker(
     if level is not None:  # this broker's own level, or the cluster default
         server.dynamic.check_combined(level, new)
     if not validate_only:
-        await asyncio.to_thread(server.zk.set_entity_config, "brokers", entity, new)
+        await asyncio.to_thread(server.zk.set_entity_config, EntityType.BROKER, entity, new)
 
 
 async def handle_alter_configs(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
@@ -197,7 +198,9 @@ async def handle_incremental_alter_configs(
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate config keys in one resource")
             if r.resource_type == BROKER:
                 entity = _broker_entity(server, r.resource_name)
-                current = await asyncio.to_thread(server.zk.get_entity_config, "brokers", entity)
+                current = await asyncio.to_thread(
+                    server.zk.get_entity_config, EntityType.BROKER, entity
+                )
                 new = _apply_ops(current, r.configs, _broker_value, dynamic_config.is_list)
                 await _alter_broker(server, r.resource_name, new, req.validate_only)
             elif r.resource_type == TOPIC:
