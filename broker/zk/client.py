@@ -403,12 +403,13 @@ class KafkaZkClient:
 
     def quota_entity_paths(self) -> list[str]:
         """Every client quota entity: ``clients/c``, ``users/u``, ``users/u/clients/c``."""
-        paths = [f"clients/{c}" for c in self.config_children("clients")]
-        for user in self.config_children("users"):
-            paths.append(f"users/{user}")
-            paths += [
-                f"users/{user}/clients/{c}" for c in self.config_children(f"users/{user}/clients")
-            ]
+        client, user_type = ConfigType.CLIENT, ConfigType.USER
+        paths = [ConfigType.entity(client, c) for c in self.config_children(client)]
+        for user in self.config_children(user_type):
+            user_path = ConfigType.entity(user_type, user)
+            paths.append(user_path)
+            under = f"{user_path}/{client}"
+            paths += [ConfigType.entity(under, c) for c in self.config_children(under)]
         return paths
 
     def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
