@@ -122,7 +122,7 @@ class KafkaServer:
             return
         self.replicas.update_topic_config(topic, config)
 
-    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """Where to reach a broker: its endpoint on inter.broker.listener.name."""
         info = self.cache.brokers.get(broker_id)
         return info.endpoint(self.config.endpoints.inter_broker) if info is not None else None
@@ -240,7 +240,7 @@ class KafkaServer:
             lambda log_dir, reason: loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
         )
         self.fetchers = ReplicaFetcherManager(
-            cfg.broker_id, cfg, self._broker_endpoint, self.inter_broker_security
+            cfg.broker_id, cfg, self.broker_endpoint, self.inter_broker_security
         )
         self.replicas = ReplicaManager(
             cfg.broker_id,
@@ -409,7 +409,7 @@ class KafkaServer:
             return await asyncio.wrap_future(
                 self.controller.submit("controlled_shutdown", self.config.broker_id)
             )
-        endpoint = self._broker_endpoint(controller_id)
+        endpoint = self.broker_endpoint(controller_id)
         if endpoint is None:
             return None
         conn = BrokerConnection(

@@ -256,7 +256,7 @@ class TransactionMarkerChannel:
             conn = self._conns.get(broker_id)
             if conn is not None and conn.connected:
                 return conn
-            endpoint = self.server._broker_endpoint(broker_id)
+            endpoint = self.server.broker_endpoint(broker_id)
             if endpoint is None:
                 raise OSError(f"broker {broker_id} is not alive")
             client_id = f"broker-{self.server.config.broker_id}-txn"
