@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from console.roles import ADMIN, OPERATOR, VIEWER, set_role
+from quill_stack.services import PROJECT_ROOT
 
 ROLES = ("anonymous", "norole", VIEWER, OPERATOR, ADMIN)  # the permission matrix
 CHROMIUM = "/usr/bin/chromium"
@@ -105,3 +106,13 @@ def chromium_page(out_dir: Path):
         pg.set_default_timeout(WAIT_MS)
         yield pg
         browser.close()
+
+
+OUT = PROJECT_ROOT / "test-output" / "console"  # the browser tests' screenshots
+
+
+@pytest.fixture(scope="module")
+def page(stack):
+    """A Chromium page for the module's ``stack`` (console up), its output in ``OUT``."""
+    with chromium_page(OUT) as pg:
+        yield pg

@@ -16,12 +16,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from quill_stack import services
-from tests.console_helpers import start_console_and_monitor
+from tests.console_helpers import OUT, start_console_and_monitor
 from tests.stack_helpers import create_admin
-from tests.test_console_browser import OUT, page  # noqa: F401 - the chromium page fixture
 from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytest_plugins = ["tests.console_helpers"]  # the chromium `page` fixture
 
 
 @pytest.fixture(scope="module")
