@@ -8,6 +8,7 @@ ACLs on ``User:<sub>``, and the session lifetime bound to the token's ``exp``.""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -16,7 +17,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType
 
 from broker.protocol.errors import ErrorCode
+from broker.protocol.records import build_batch
 from tests.acl_helpers import add_acl
+from tests.cli_helpers import tool
+from tests.group_helpers import wait_until
+from tests.metrics_helpers import value
 from tests.oauth_helpers import (
     AUDIENCE,
     ISSUER,
@@ -28,7 +33,7 @@ from tests.oauth_helpers import (
     unsecured_token,
 )
 from tests.quota_helpers import wait_log
-from tests.security_helpers import jaas, round_trip
+from tests.security_helpers import internal_listener, jaas, round_trip
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -306,3 +311,106 @@ def test_an_oversized_client_first_message_closes_the_connection(oauth_cluster):
     resp = ok.request(36, 2, {"auth_bytes": client_first(unsecured_token("a", scope="kafka"))})
     assert resp.error_code == ErrorCode.none
     ok.close()
+
+
+def test_kafka_python_and_aiokafka_with_a_token_provider(oauth_cluster, keys):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider
+    from kafka import KafkaProducer
+    from kafka.net.sasl.oauth import AbstractTokenProvider as SyncTokenProvider
+
+    class Sync(SyncTokenProvider):
+        def token(self):
+            return keys["rsa"].token("alice")
+
+    class Async(AbstractTokenProvider):
+        async def token(self):
+            return keys["ec"].token("alice")
+
+    auth = {
+        "bootstrap_servers": oauth_cluster.oidc,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+    }
+    producer = KafkaProducer(**auth, sasl_oauth_token_provider=Sync())
+    first = producer.send(ACL_TOPIC, b"kafka-python").get(timeout=30)
+    producer.close()
+
+    async def send() -> int:
+        p = AIOKafkaProducer(**auth, sasl_oauth_token_provider=Async())
+        await p.start()
+        try:
+            return (await p.send_and_wait(ACL_TOPIC, b"aiokafka")).offset
+        finally:
+            await p.stop()
+
+    assert asyncio.run(send()) == first.offset + 1
+
+
+def test_quill_cli_command_config_with_unsecured_tokens(oauth_cluster, tmp_path):
+    props = tmp_path / "oauth.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.oauthbearer.config=principal=alice scope=kafka\n"
+    )
+    run = tool("topics", oauth_cluster.unsecured, f"--list --command-config {props}")
+    assert run.code == 0, run.err
+    assert TOPIC in run.lines and ACL_TOPIC in run.lines
+    # without the scope the listener requires: the broker refuses the token
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.oauthbearer.config=principal=alice\n"
+    )
+    run = tool("topics", oauth_cluster.unsecured, f"--list --command-config {props}")
+    assert run.code != 0
+
+
+def test_brokers_replicate_over_an_oauthbearer_inter_broker_listener(cluster_factory):
+    """Two brokers talk OAUTHBEARER (unsecured tokens for User:broker, from the
+    listener's JAAS options) on INTERNAL, re-authenticating every 3 s: an ISR of two
+    takes acks=all writes."""
+    two = cluster_factory(
+        2,
+        **{
+            **internal_listener(2)[0],
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+            "listener.name.internal.oauthbearer.sasl.jaas.config": jaas(
+                OAUTH_JAAS, unsecuredLoginStringClaim_sub="broker"
+            ),
+            "listener.name.internal.connections.max.reauth.ms": "3000",
+            "quill.metrics.port": "free",
+        },
+    )
+    name = "oauth-replicated"
+    w = WireClient.for_bootstrap(two.bootstrap)
+    assert w.create_topic(name, 1, {"min.insync.replicas": "2"}, rf=2).error_code == 0
+    meta = w.request(3, 9, {"topics": [{"name": name}]})
+    w.close()
+    zk = two.zk_client()
+    path = f"/brokers/topics/{name}/partitions/0/state"
+
+    def isr() -> list[int]:
+        return sorted(json.loads(zk.get(path)[0])["isr"]) if zk.exists(path) else []
+
+    wait_until(lambda: isr() == [1, 2], what="an ISR of two")
+    leader = two.broker(meta.topics[0].partitions[0].leader_id)
+    c = WireClient("127.0.0.1", leader.port)
+    try:
+        for offset in range(5):
+            batch = build_batch([(None, b"v%d" % offset, [], int(time.time() * 1000))])
+            r = c.produce(name, 0, batch, acks=-1)
+            assert (r.error_code, r.base_offset) == (0, offset)
+        labels = {"listener": "INTERNAL", "networkProcessor": "0"}
+        reauths = "kafka_server_socket_server_metrics_successful_reauthentication_total"
+        wait_until(
+            lambda: value(leader.metrics_port, reauths, **labels) >= 1,
+            what="the follower's re-authentication",
+        )
+        r = c.produce(name, 0, build_batch([(None, b"late", [], 0)]), acks=-1)
+        assert (r.error_code, r.base_offset) == (0, 5)
+    finally:
+        c.close()
+    assert isr() == [1, 2]

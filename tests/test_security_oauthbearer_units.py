@@ -13,10 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.client.security import ClientSecurity, ClientSecurityError
 from broker.security.jwks import JwksCache
 from broker.security.oauthbearer import (
     OAuthBearerServer,
     TokenRefused,
+    client_initial_response,
     parse_client_initial_response,
 )
 from broker.security.oauthbearer_tokens import JwtValidator, UnsecuredValidator
@@ -192,3 +194,77 @@ def test_an_oidc_listener_is_accepted_with_kafkas_keys():
         }
     )
     assert cfg.unknown == []
+
+
+def test_client_unsecured_tokens_from_both_families_keys():
+    base = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
+    java = ClientSecurity.from_properties(
+        {
+            **base,
+            "sasl.jaas.config": (
+                f'{OAUTH_JAAS} required unsecuredLoginStringClaim_sub="alice" '
+                'unsecuredLoginListClaim_scope="|a|b" unsecuredLoginLifetimeSeconds="60";'
+            ),
+        }
+    )
+    rdkafka = ClientSecurity.from_properties(
+        {**base, "sasl.oauthbearer.config": "principal=alice scope=a,b lifeSeconds=60"}
+    )
+    validator = UnsecuredValidator({"unsecuredValidatorRequiredScope": "a b"})
+    for security in (java, rdkafka):
+        token = _validate(validator, security.oauthbearer.token())
+        assert (token.principal_name, token.scope) == ("alice", frozenset("ab"))
+        assert 59_000 <= token.lifetime_ms - time.time() * 1000 <= 60_000
+    again = ClientSecurity.from_properties(
+        {**base, "sasl.oauthbearer.config": java.oauthbearer.librdkafka_config()}
+    )
+    assert again.oauthbearer == rdkafka.oauthbearer
+    message = client_initial_response("t.o.", "a,b", {"x": "1"})
+    parsed = parse_client_initial_response(message)
+    assert (parsed.token, parsed.authorization_id, parsed.extensions) == ("t.o.", "a,b", {"x": "1"})
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"sasl.oauthbearer.config": "scope=a"},
+        {"sasl.oauthbearer.config": "principal=a lifeSeconds=x"},
+        {"sasl.oauthbearer.config": "principal=a nosuch=1"},
+        {"sasl.jaas.config": f"{OAUTH_JAAS} required;"},
+    ],
+)
+def test_client_oauthbearer_settings_that_cannot_make_a_token(props):
+    with pytest.raises(ClientSecurityError):
+        ClientSecurity.from_properties(
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", **props}
+        )
+
+
+INTER_BROKER = {
+    "listeners": "SASL_PLAINTEXT://:0",
+    "security.inter.broker.protocol": "SASL_PLAINTEXT",
+    "sasl.enabled.mechanisms": "OAUTHBEARER",
+    "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+}
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({}, "unsecuredLoginStringClaim_sub"),
+        (
+            {
+                PREFIX + "sasl.jaas.config": (
+                    f'{OAUTH_JAAS} required unsecuredLoginStringClaim_sub="broker";'
+                ),
+                PREFIX + "sasl.server.callback.handler.class": OIDC,
+                PREFIX + "sasl.oauthbearer.jwks.endpoint.url": "file:///jwks.json",
+            },
+            "validates OIDC tokens",
+        ),
+    ],
+)
+def test_oauthbearer_between_brokers_needs_unsecured_tokens(props, named):
+    with pytest.raises(ConfigError, match=named):
+        BrokerConfig({**BASE, **INTER_BROKER, **props})

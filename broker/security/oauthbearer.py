@@ -72,6 +72,16 @@ def parse_client_initial_response(message: bytes) -> ClientInitialResponse:
     return ClientInitialResponse(bearer["token"], authzid, pairs)
 
 
+def client_initial_response(
+    token: str, authzid: str = "", extensions: dict[str, str] | None = None
+) -> bytes:
+    """The message a client sends (our own clients: broker.client.sasl)."""
+    saslname = authzid.replace("=", "=3D").replace(",", "=2C")
+    pairs = "".join(f"{k}={v}{SEPARATOR}" for k, v in (extensions or {}).items())
+    head = f"n,a={saslname}," if authzid else "n,,"
+    return f"{head}{SEPARATOR}auth=Bearer {token}{SEPARATOR}{pairs}{SEPARATOR}".encode()
+
+
 @dataclass(frozen=True)
 class OAuthBearerToken:
     """A validated token: Kafka's OAuthBearerToken."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from ..client.oauthbearer import OAuthConfigError, UnsecuredLogin
 from ..client.security import ClientSecurity
 from ..security.authenticator import SaslServerAuthenticator
 from ..security.credential_cache import CredentialCache
@@ -39,7 +40,7 @@ from ..security.sasl_scram import ScramServer
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from ..security.ssl_factory import SslConfigError, broker_client_context, server_context
 from .config import KEYS, ConfigError
-from .oauthbearer_listener import oauth_validator
+from .oauthbearer_listener import UNSECURED_HANDLER, oauth_validator
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -261,6 +262,9 @@ def check_security(cfg: BrokerConfig) -> None:
                 f"inter-broker listener {inter.name} (sasl.enabled.mechanisms="
                 f"{','.join(enabled)})"
             )
+        if mechanism == "OAUTHBEARER":
+            _check_oauth_inter_broker(cfg, inter.name)
+            return
         jaas = jaas_config(cfg, inter.name, mechanism)
         if jaas is None or not jaas.username or jaas.password is None:
             raise ConfigError(
@@ -268,6 +272,31 @@ def check_security(cfg: BrokerConfig) -> None:
                 f"{_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
                 'own username="..." password="..."'
             )
+
+
+def _check_oauth_inter_broker(cfg: BrokerConfig, listener: str) -> None:
+    """Brokers talk OAUTHBEARER with unsecured tokens from the listener's JAAS options
+    (Kafka's unsecuredLoginStringClaim_sub=...), so that listener must take them."""
+    if cfg.raw.get(f"{_prefix(listener)}oauthbearer.{HANDLER_KEY}", "").strip() not in (
+        "",
+        UNSECURED_HANDLER,
+    ):
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol=OAUTHBEARER: the inter-broker listener "
+            f"{listener} validates OIDC tokens, and a broker can only make unsecured ones"
+        )
+    try:
+        _inter_broker_login(cfg, listener)
+    except OAuthConfigError as exc:
+        raise ConfigError(
+            f"the inter-broker listener {listener} uses SASL OAUTHBEARER: "
+            f"{_prefix(listener)}oauthbearer{JAAS_SUFFIX}: {exc}"
+        ) from None
+
+
+def _inter_broker_login(cfg: BrokerConfig, listener: str) -> UnsecuredLogin:
+    jaas = jaas_config(cfg, listener, "OAUTHBEARER")
+    return UnsecuredLogin.from_jaas(jaas.options if jaas is not None else {})
 
 
 def _mechanism_key(sub: str) -> str | None:
@@ -300,6 +329,9 @@ def inter_broker_security(cfg: BrokerConfig) -> ClientSecurity:
     if not protocol.startswith("SASL"):
         return ClientSecurity(protocol, context=context)
     mechanism = cfg["sasl.mechanism.inter.broker.protocol"]
+    if mechanism == "OAUTHBEARER":
+        login = _inter_broker_login(cfg, name)
+        return ClientSecurity(protocol, mechanism, context=context, oauthbearer=login).check()
     jaas = jaas_config(cfg, name, mechanism)
     return ClientSecurity(
         protocol, mechanism, jaas.username, jaas.password, context=context
