@@ -382,6 +382,17 @@ def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
+def _sasl_mechanisms(env: Mapping[str, str]) -> str:
+    raw = env.get("QUILL_SASL_MECHANISMS", "")
+    try:
+        mechanisms = secure.check_mechanisms(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if raw.strip() and _security(env) != secure.SASL_SSL:
+        raise ConfigError("QUILL_SASL_MECHANISMS applies to QUILL_SECURITY=sasl_ssl only")
+    return ",".join(mechanisms)
+
+
 def _security(env: Mapping[str, str]) -> str:
     try:
         return secure.check_mode(env.get("QUILL_SECURITY", ""))
@@ -403,6 +414,10 @@ class StackConfig:
     services: tuple[str, ...] = ()  # empty: all
     metrics_base_port: int = 9404  # broker N serves /metrics on base + N - 1; 0: none
     security: str = secure.PLAINTEXT  # or secure.SASL_SSL (quill_stack/secure.py)
+    sasl_mechanisms: str = secure.MECHANISM  # the secure stack's: OAUTHBEARER may be added
+    oauth_jwks_url: str = ""  # OAUTHBEARER with OIDC tokens; unsecured tokens without
+    oauth_issuer: str = ""
+    oauth_audience: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -420,7 +435,18 @@ class StackConfig:
             services=services,
             metrics_base_port=_env_int(env, "QUILL_METRICS_BASE_PORT", 9404, 0, 65535),
             security=_security(env),
+            sasl_mechanisms=_sasl_mechanisms(env),
+            oauth_jwks_url=env.get("QUILL_OAUTH_JWKS_URL", "").strip(),
+            oauth_issuer=env.get("QUILL_OAUTH_ISSUER", "").strip(),
+            oauth_audience=env.get("QUILL_OAUTH_AUDIENCE", "").strip(),
         )
+
+    @property
+    def oauth(self) -> secure.OAuthOptions | None:
+        """OAUTHBEARER's settings when the secure stack offers it."""
+        if secure.OAUTHBEARER not in self.sasl_mechanisms.split(","):
+            return None
+        return secure.OAuthOptions(self.oauth_jwks_url, self.oauth_issuer, self.oauth_audience)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -480,7 +506,8 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
         port = cfg.broker_base_port + index
         overrides = metrics_overrides(cfg.metrics_base_port, index)
         if cfg.security == secure.SASL_SSL:
-            overrides.update(secure.broker_overrides(state, f"broker-{index + 1}", cfg.host, port))
+            name = f"broker-{index + 1}"
+            overrides.update(secure.broker_overrides(state, name, cfg.host, port, cfg.oauth))
         spec = broker_spec(state, index + 1, port, cfg.zk_connect, cfg.brokers, cfg.host, overrides)
         if cfg.security == secure.SASL_SSL:
             secure_broker(spec, index + 1, cfg)
