@@ -268,3 +268,29 @@ INTER_BROKER = {
 def test_oauthbearer_between_brokers_needs_unsecured_tokens(props, named):
     with pytest.raises(ConfigError, match=named):
         BrokerConfig({**BASE, **INTER_BROKER, **props})
+
+
+def test_the_jwks_is_refreshed_in_the_background_and_kept_when_a_fetch_fails(tmp_path):
+    """refresh.ms 50: the set is fetched again without any token asking; once the
+    endpoint fails, the last good keys stay in use while retries back off."""
+    first, second = SigningKey("k1", "ES256"), SigningKey("k2", "ES256")
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [first.jwk]}))
+    cache = JwksCache(path.as_uri(), 50, 10, 40)
+
+    async def run():
+        assert await cache.key("k1") is not None
+        path.write_text(json.dumps({"keys": [first.jwk, second.jwk]}))
+        for _ in range(400):  # up to ~20 s
+            if cache.fetches >= 2 and "k2" in cache.key_ids:
+                break
+            await asyncio.sleep(0.05)
+        fetched = cache.fetches
+        path.unlink()
+        await asyncio.sleep(0.5)  # failed refreshes, retried
+        kept = await cache.key("k2")
+        cache.close()
+        return fetched, kept
+
+    fetched, kept = asyncio.run(run())
+    assert fetched >= 2 and kept is not None

@@ -76,6 +76,10 @@ class JwksCache:
     def loaded(self) -> bool:
         return self._keys is not None
 
+    @property
+    def key_ids(self) -> frozenset[str]:
+        return frozenset(self._keys or ())
+
     async def key(self, kid: str) -> jwt.PyJWK | None:
         """The key named ``kid``, fetching the set first if it was never fetched."""
         self._start()
@@ -111,7 +115,7 @@ class JwksCache:
             log.warning("Could not fetch the JWKS from %s: %s", self.url, exc)
             return False
         self.fetches += 1
-        if keys != self._keys:
+        if self._keys is None or keys.keys() != self._keys.keys():
             log.info("JWKS from %s: key ids %s", self.url, ", ".join(sorted(keys)) or "(none)")
         self._keys = keys
         return True

@@ -106,6 +106,8 @@ class TokenValidator(Protocol):
 
     async def validate(self, token: str) -> OAuthBearerToken: ...
 
+    def close(self) -> None: ...  # stop any background work (the JWKS refresh)
+
 
 def error_challenge(refused: TokenRefused) -> str:
     """Kafka's jsonErrorResponse: ``{"status":"invalid_token"}`` and the scope, if any."""

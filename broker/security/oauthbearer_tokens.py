@@ -133,6 +133,9 @@ class UnsecuredValidator:
             )
         return OAuthBearerToken(principal, int(exp * 1000), scope)
 
+    def close(self) -> None:
+        pass
+
 
 class JwtValidator:
     kind = "OIDC"
@@ -152,6 +155,9 @@ class JwtValidator:
         self.sub_claim = sub_claim
         self.scope_claim = scope_claim
         self.clock_skew_s = clock_skew_s
+
+    def close(self) -> None:
+        self._keys.close()
 
     async def validate(self, token: str) -> OAuthBearerToken:
         header, _claims = _unverified(token)

@@ -145,6 +145,11 @@ class ListenerSecurity:
             return None
         return SaslServerAuthenticator(self.sasl, api_versions, conn.peer, self.name, previous)
 
+    def close(self) -> None:
+        """Stop the listener's background work (OAUTHBEARER's JWKS refresh)."""
+        if self.sasl is not None and self.sasl.oauth is not None:
+            self.sasl.oauth.close()
+
     def ssl_principal(self, ssl_object: Any) -> KafkaPrincipal | None:
         """On an SSL listener: ``User:<mapped DN>`` of the client certificate, ANONYMOUS
         (None) without one. NoMatchingRule when no mapping rule takes the DN."""
