@@ -94,6 +94,7 @@ def oauth_cluster(cluster_factory, jwks):
             "allow.everyone.if.no.acl.found": "true",
             "super.users": "User:ANONYMOUS",
             "auto.create.topics.enable": "false",
+            "quill.metrics.port": "free",
         },
     )
     cluster.unsecured = f"127.0.0.1:{unsecured}"
@@ -206,6 +207,36 @@ def test_oidc_token_lifetime_bounds_the_session(oauth_cluster, keys):
     assert again.error_code == ErrorCode.none
     assert 50_000 <= _lifetime_ms(again) <= 60_000
     c.close()
+
+
+def test_librdkafka_reauthenticates_with_fresh_tokens_before_they_expire(oauth_cluster, keys):
+    """Tokens that live 4 s: each session ends with its token, librdkafka asks oauth_cb
+    for a new one and re-authenticates, and the broker kills no connection."""
+    labels = {"listener": "OIDC", "networkProcessor": "0"}
+    port = oauth_cluster.brokers[0].metrics_port
+    metric = "kafka_server_socket_server_metrics_"
+    reauths = value(port, metric + "successful_reauthentication_total", **labels)
+    killed = value(port, metric + "expired_connections_killed_count", **labels)
+    issued = []
+
+    def fresh():
+        issued.append(keys["rsa"].token("alice", 4))
+        return issued[-1]
+
+    producer = Producer(oauth_conf(oauth_cluster.oidc, oauth_cb=token_cb(fresh, 4)))
+    delivered = []
+
+    def reauthenticated_twice() -> bool:
+        # librdkafka serves oauth_cb from poll(): keep producing and polling meanwhile
+        producer.produce(TOPIC, b"reauth", on_delivery=lambda e, _m: delivered.append(e))
+        producer.poll(0.2)
+        return value(port, metric + "successful_reauthentication_total", **labels) >= reauths + 2
+
+    wait_until(reauthenticated_twice, timeout=60, what="two re-authentications")
+    assert producer.flush(30) == 0
+    assert delivered and all(e is None for e in delivered)
+    assert len(issued) >= 2
+    assert value(port, metric + "expired_connections_killed_count", **labels) == killed
 
 
 def _bad_tokens(keys) -> dict[str, str]:
