@@ -64,15 +64,21 @@ def client_first(token: str, authzid: str = "", **extensions: str) -> bytes:
 
 class JwksServer:
     """An HTTP server on 127.0.0.1 serving ``keys`` as a JWKS at /jwks.json, counting
-    its fetches. Change ``keys`` to rotate."""
+    its fetches. Change ``keys`` to rotate; clear ``open`` to hold each answer (counted
+    in ``held``) until it is set again."""
 
     def __init__(self, keys: list[SigningKey]) -> None:
         self.keys = list(keys)
-        self.fetches = 0
+        self.fetches = self.held = 0
+        self.open = threading.Event()
+        self.open.set()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's name)
+                if not outer.open.is_set():
+                    outer.held += 1
+                    outer.open.wait(60)
                 outer.fetches += 1
                 body = json.dumps({"keys": [k.jwk for k in outer.keys]}).encode()
                 self.send_response(200 if self.path == "/jwks.json" else 404)

@@ -311,6 +311,45 @@ def test_a_key_added_to_the_jwks_is_fetched_for_its_unknown_kid(oauth_cluster, j
         jwks.keys.remove(rotated)
 
 
+def test_a_slow_jwks_fetch_holds_only_the_token_that_waits_for_it(oauth_cluster, keys, jwks):
+    """A token with a new kid waits for the JWKS refresh, which the endpoint holds: the
+    broker meanwhile answers other clients and authenticates tokens of known keys (the
+    fetch runs in a worker thread, not on the event loop)."""
+    import threading
+
+    rotated = SigningKey("rsa-slow", "RS256")
+    warm = _wire(oauth_cluster.oidc)  # the key set is fetched once
+    assert warm.request(36, 2, {"auth_bytes": client_first(keys["rsa"].token("a"))}).error_code == 0
+    warm.close()
+    jwks.open.clear()
+    waiting, outcome = _wire(oauth_cluster.oidc), []
+    worker = threading.Thread(
+        target=lambda: outcome.append(
+            waiting.request(36, 2, {"auth_bytes": client_first(rotated.token("alice"))})
+        )
+    )
+    try:
+        worker.start()
+        wait_until(lambda: jwks.held >= 1, what="the held JWKS fetch")
+        other = WireClient.for_bootstrap(oauth_cluster.bootstrap)
+        meta = other.request(3, 9, {"topics": [{"name": TOPIC}]})
+        assert [t.name for t in meta.topics] == [TOPIC]
+        other.close()
+        known = _wire(oauth_cluster.oidc)
+        resp = known.request(36, 2, {"auth_bytes": client_first(keys["ec"].token("bob"))})
+        assert (resp.error_code, resp.auth_bytes) == (ErrorCode.none, b"")
+        known.close()
+        assert outcome == []  # still waiting for its key
+        jwks.keys.append(rotated)
+    finally:
+        jwks.open.set()
+        worker.join(60)
+        waiting.close()
+        if rotated in jwks.keys:
+            jwks.keys.remove(rotated)
+    assert (outcome[0].error_code, outcome[0].auth_bytes) == (ErrorCode.none, b"")
+
+
 @pytest.mark.parametrize(
     "message",
     [

@@ -294,3 +294,25 @@ def test_the_jwks_is_refreshed_in_the_background_and_kept_when_a_fetch_fails(tmp
 
     fetched, kept = asyncio.run(run())
     assert fetched >= 2 and kept is not None
+
+
+def test_a_java_oauthbearer_client_file_becomes_librdkafka_config(tmp_path):
+    from confluent_kafka import Producer
+
+    from quill_stack import client_security
+
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        f'sasl.jaas.config={OAUTH_JAAS} required unsecuredLoginStringClaim_sub="alice" '
+        'unsecuredLoginListClaim_scope=",kafka";\n'
+    )
+    conf = client_security.librdkafka_config({"QUILL_CLIENT_CONFIG": str(path)})
+    assert conf == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.config": "principalClaimName=sub principal=alice scope=kafka "
+        "lifeSeconds=3600",
+        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+    }
+    Producer({"bootstrap.servers": "127.0.0.1:1", **conf}).flush(0)  # librdkafka takes it
