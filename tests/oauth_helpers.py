@@ -109,10 +109,15 @@ def oauth_conf(bootstrap: str, **extra) -> dict:
     }
 
 
-def token_cb(make_token, lifetime_s: float = 300):
-    """confluent-kafka's oauth_cb: (token, expiry in epoch seconds) from ``make_token()``."""
+def token_cb(make_token, claimed_lifetime_s: float | None = None):
+    """confluent-kafka's oauth_cb: ``make_token()`` and its own ``exp`` (librdkafka
+    refreshes the token at 80% of the lifetime it is told), or ``claimed_lifetime_s``
+    from now (librdkafka takes no token it knows to be expired)."""
 
     def cb(_config):
-        return make_token(), time.time() + lifetime_s
+        token = make_token()
+        if claimed_lifetime_s is not None:
+            return token, time.time() + claimed_lifetime_s
+        return token, jwt.decode(token, options={"verify_signature": False})["exp"]
 
     return cb

@@ -1,7 +1,7 @@
 """SASL/OAUTHBEARER on a real broker: an UNSECURED listener (KIP-255's unsecured JWS, as
 librdkafka makes them with ``sasl.oauthbearer.config``) and an OIDC listener (KIP-768:
 RS256/ES256 tokens checked against a JWKS served by a tiny HTTP server on 127.0.0.1),
-beside a PLAINTEXT one for the tests' admin. Asserts records and offsets through
+the same over TLS (SECURE, SASL_SSL), beside a PLAINTEXT one for the tests' admin. Asserts records and offsets through
 confluent-kafka, the exact bytes of the exchange (the ``{"status":"invalid_token"}``
 challenge, then SASL_AUTHENTICATION_FAILED), the broker's log line with the reason,
 ACLs on ``User:<sub>``, and the session lifetime bound to the token's ``exp``."""
@@ -60,12 +60,15 @@ def jwks(keys):
 
 
 @pytest.fixture(scope="module")
-def oauth_cluster(cluster_factory, jwks):
-    from quill_stack import ports
+def oauth_cluster(cluster_factory, jwks, tmp_path_factory):
+    from quill_stack import ports, tls
 
-    unsecured, oidc = ports.free_ports(2)
+    pki = tmp_path_factory.mktemp("oauth-pki")
+    keystore = tls.issue(pki, "broker", ("localhost", "127.0.0.1")).keystore
+    unsecured, oidc, secure = ports.free_ports(3)
     listeners = lambda _b, port: (  # noqa: E731
-        f"PLAINTEXT://127.0.0.1:{port},UNSECURED://127.0.0.1:{unsecured},OIDC://127.0.0.1:{oidc}"
+        f"PLAINTEXT://127.0.0.1:{port},UNSECURED://127.0.0.1:{unsecured},"
+        f"OIDC://127.0.0.1:{oidc},SECURE://127.0.0.1:{secure}"
     )
     cluster = cluster_factory(
         1,
@@ -73,8 +76,13 @@ def oauth_cluster(cluster_factory, jwks):
             "listeners": listeners,
             "advertised.listeners": listeners,
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,UNSECURED:SASL_PLAINTEXT,OIDC:SASL_PLAINTEXT"
+                "PLAINTEXT:PLAINTEXT,UNSECURED:SASL_PLAINTEXT,OIDC:SASL_PLAINTEXT,SECURE:SASL_SSL"
             ),
+            # SECURE: OIDC tokens over TLS
+            "listener.name.secure.oauthbearer.sasl.server.callback.handler.class": OIDC_HANDLER,
+            "listener.name.secure.sasl.oauthbearer.jwks.endpoint.url": jwks.url,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
             "sasl.enabled.mechanisms": "OAUTHBEARER",
             "listener.name.unsecured.oauthbearer.sasl.jaas.config": jaas(
                 OAUTH_JAAS,
@@ -99,6 +107,8 @@ def oauth_cluster(cluster_factory, jwks):
     )
     cluster.unsecured = f"127.0.0.1:{unsecured}"
     cluster.oidc = f"127.0.0.1:{oidc}"
+    cluster.secure = f"127.0.0.1:{secure}"
+    cluster.ca = str(pki / "ca.crt")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     for name in (TOPIC, ACL_TOPIC):
         admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
@@ -149,12 +159,16 @@ def test_librdkafka_unsecured_token_produces_and_consumes(oauth_cluster):
     assert offsets == list(range(offsets[0], offsets[0] + 5))
 
 
-@pytest.mark.parametrize("kind", ["rsa", "ec"])
-def test_librdkafka_oidc_tokens_from_oauth_cb(oauth_cluster, keys, kind):
+@pytest.mark.parametrize(("kind", "listener"), [("rsa", "oidc"), ("ec", "oidc"), ("rsa", "secure")])
+def test_librdkafka_oidc_tokens_from_oauth_cb(oauth_cluster, keys, kind, listener):
     key = keys[kind]
-    conf = oauth_conf(oauth_cluster.oidc, oauth_cb=token_cb(lambda: key.token("alice")))
-    values = [f"oidc-{kind}-{i}".encode() for i in range(3)]
-    got = round_trip(conf, TOPIC, values, f"g-oidc-{kind}")
+    conf = oauth_conf(
+        getattr(oauth_cluster, listener), oauth_cb=token_cb(lambda: key.token("alice"))
+    )
+    if listener == "secure":
+        conf.update({"security.protocol": "SASL_SSL", "ssl.ca.location": oauth_cluster.ca})
+    values = [f"oidc-{kind}-{listener}-{i}".encode() for i in range(3)]
+    got = round_trip(conf, TOPIC, values, f"g-oidc-{kind}-{listener}")
     assert [v for _, v in got] == values
 
 
@@ -210,8 +224,9 @@ def test_oidc_token_lifetime_bounds_the_session(oauth_cluster, keys):
 
 
 def test_librdkafka_reauthenticates_with_fresh_tokens_before_they_expire(oauth_cluster, keys):
-    """Tokens that live 4 s: each session ends with its token, librdkafka asks oauth_cb
-    for a new one and re-authenticates, and the broker kills no connection."""
+    """Tokens that live 8 s: each session ends with its token, librdkafka asks oauth_cb
+    for a new one (at 80% of its life) and re-authenticates with it before the session
+    ends (at 85-95%), and the broker kills no connection."""
     labels = {"listener": "OIDC", "networkProcessor": "0"}
     port = oauth_cluster.brokers[0].metrics_port
     metric = "kafka_server_socket_server_metrics_"
@@ -220,19 +235,19 @@ def test_librdkafka_reauthenticates_with_fresh_tokens_before_they_expire(oauth_c
     issued = []
 
     def fresh():
-        issued.append(keys["rsa"].token("alice", 4))
+        issued.append(keys["rsa"].token("alice", 8))
         return issued[-1]
 
-    producer = Producer(oauth_conf(oauth_cluster.oidc, oauth_cb=token_cb(fresh, 4)))
+    producer = Producer(oauth_conf(oauth_cluster.oidc, oauth_cb=token_cb(fresh)))
     delivered = []
 
     def reauthenticated_twice() -> bool:
         # librdkafka serves oauth_cb from poll(): keep producing and polling meanwhile
         producer.produce(TOPIC, b"reauth", on_delivery=lambda e, _m: delivered.append(e))
-        producer.poll(0.2)
+        producer.poll(0.1)
         return value(port, metric + "successful_reauthentication_total", **labels) >= reauths + 2
 
-    wait_until(reauthenticated_twice, timeout=60, what="two re-authentications")
+    wait_until(reauthenticated_twice, timeout=90, what="two re-authentications")
     assert producer.flush(30) == 0
     assert delivered and all(e is None for e in delivered)
     assert len(issued) >= 2
@@ -276,7 +291,9 @@ def test_oidc_listener_refuses_bad_tokens(oauth_cluster, keys):
 
 
 def test_librdkafka_with_a_refused_token_reports_authentication_failure(oauth_cluster, keys):
-    conf = oauth_conf(oauth_cluster.oidc, oauth_cb=token_cb(lambda: keys["rsa"].token("a", -60)))
+    conf = oauth_conf(
+        oauth_cluster.oidc, oauth_cb=token_cb(lambda: keys["rsa"].token("a", -60), 300)
+    )
     errors = []
     producer = Producer({**conf, "error_cb": errors.append})
     deadline = time.monotonic() + 30
