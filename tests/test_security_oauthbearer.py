@@ -224,7 +224,7 @@ def test_oidc_token_lifetime_bounds_the_session(oauth_cluster, keys):
 
 
 def test_librdkafka_reauthenticates_with_fresh_tokens_before_they_expire(oauth_cluster, keys):
-    """Tokens that live 8 s: each session ends with its token, librdkafka asks oauth_cb
+    """Tokens that live 10 s: each session ends with its token, librdkafka asks oauth_cb
     for a new one (at 80% of its life) and re-authenticates with it before the session
     ends (at 85-95%), and the broker kills no connection."""
     labels = {"listener": "OIDC", "networkProcessor": "0"}
@@ -235,7 +235,7 @@ def test_librdkafka_reauthenticates_with_fresh_tokens_before_they_expire(oauth_c
     issued = []
 
     def fresh():
-        issued.append(keys["rsa"].token("alice", 8))
+        issued.append(keys["rsa"].token("alice", 10))
         return issued[-1]
 
     producer = Producer(oauth_conf(oauth_cluster.oidc, oauth_cb=token_cb(fresh)))
