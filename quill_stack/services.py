@@ -382,6 +382,9 @@ def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
+OAUTH_ENV = ("QUILL_OAUTH_JWKS_URL", "QUILL_OAUTH_ISSUER", "QUILL_OAUTH_AUDIENCE")
+
+
 def _sasl_mechanisms(env: Mapping[str, str]) -> str:
     raw = env.get("QUILL_SASL_MECHANISMS", "")
     try:
@@ -390,6 +393,11 @@ def _sasl_mechanisms(env: Mapping[str, str]) -> str:
         raise ConfigError(str(exc)) from None
     if raw.strip() and _security(env) != secure.SASL_SSL:
         raise ConfigError("QUILL_SASL_MECHANISMS applies to QUILL_SECURITY=sasl_ssl only")
+    oauth_env = [k for k in OAUTH_ENV if env.get(k, "").strip()]
+    if oauth_env and secure.OAUTHBEARER not in mechanisms:
+        raise ConfigError(
+            f"{', '.join(oauth_env)} apply to QUILL_SASL_MECHANISMS=SCRAM-SHA-512,OAUTHBEARER only"
+        )
     return ",".join(mechanisms)
 
 

@@ -209,6 +209,7 @@ def test_the_secure_stack_can_offer_oauthbearer(tmp_path, jwks):
             {"QUILL_SECURITY": "plaintext", "QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,OAUTHBEARER"},
             "QUILL_SECURITY=sasl_ssl only",
         ),
+        ({"QUILL_OAUTH_JWKS_URL": "https://idp.test/jwks"}, "QUILL_OAUTH_JWKS_URL apply to"),
     ],
 )
 def test_sasl_mechanisms_the_stack_cannot_run_are_refused(tmp_path, env, message):

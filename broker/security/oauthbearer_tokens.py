@@ -150,7 +150,7 @@ class JwtValidator:
         clock_skew_s: int = 30,
     ) -> None:
         self._keys = keys
-        self.issuer = issuer
+        self.issuer = issuer or None  # unset or empty: iss is not checked
         self.audiences = list(audiences or [])
         self.sub_claim = sub_claim
         self.scope_claim = scope_claim
