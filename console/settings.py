@@ -10,8 +10,10 @@ import os
 import secrets
 from pathlib import Path
 
+from broker.zk.security import credentials_from_env
 from console.channel_layer import channel_layers
 from quill_stack.client_security import librdkafka_config
+from quill_stack.redis_auth import redis_url_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,7 +64,13 @@ QUILL_BOOTSTRAP_SERVERS = env("QUILL_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 # client properties ({} for plaintext); every Kafka client of the console merges them.
 QUILL_CLIENT_SECURITY = librdkafka_config()
 QUILL_ZOOKEEPER_CONNECT = env("QUILL_ZOOKEEPER_CONNECT", "127.0.0.1:2181")
-QUILL_REDIS_URL = env("QUILL_REDIS_URL", "redis://127.0.0.1:6379/0")
+# Its SASL login to ZooKeeper: the Client section of the JAAS file named by
+# QUILL_JAVA_SECURITY_AUTH_LOGIN_CONFIG (None: anonymous). With a login, znodes the
+# console, monitor and workers create get Kafka's secure ACLs (broker.zk.security).
+QUILL_ZOOKEEPER_CREDENTIALS = credentials_from_env()
+# QUILL_REDIS_URL, with the password of QUILL_REDIS_PASSWORD_FILE (a 0600 file) or
+# QUILL_REDIS_PASSWORD put in (quill_stack/redis_auth.py); Celery prints it masked.
+QUILL_REDIS_URL = redis_url_from_env()
 # The most partitions a topic may get from the console or its API (create or grow).
 QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 

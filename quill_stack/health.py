@@ -16,6 +16,8 @@ import struct
 import sys
 from http.client import HTTPConnection, HTTPException
 
+from quill_stack.redis_auth import password_from_env, with_password
+
 Health = tuple[bool, str]
 
 API_VERSIONS_KEY = 18
@@ -62,12 +64,21 @@ def zookeeper(host: str, port: int, timeout: float = 2.0) -> Health:
     return False, f"ruok answered {reply!r} (is ruok in 4lw.commands.whitelist?)"
 
 
-def redis(host: str, port: int, timeout: float = 2.0) -> Health:
+def _resp(*words: bytes) -> bytes:
+    """One Redis command in RESP (any bytes in its words, a password's too)."""
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+
+
+def redis(host: str, port: int, timeout: float = 2.0, password: str | None = None) -> Health:
+    """PING answered PONG (after AUTH with `password`, when Redis has requirepass)."""
+    request, expect = _resp(b"PING"), b"+PONG"
+    if password:
+        request, expect = _resp(b"AUTH", password.encode()) + request, b"+OK\r\n+PONG"
     try:
-        reply = _exchange(host, port, b"PING\r\n", timeout, want=7)
+        reply = _exchange(host, port, request, timeout, want=len(expect))
     except OSError as exc:
         return False, f"PING: {exc}"
-    if reply.startswith(b"+PONG"):
+    if reply.startswith(expect):
         return True, "PONG"
     return False, f"PING answered {reply[:60]!r}"
 
@@ -96,11 +107,14 @@ def api_versions(host: str, port: int, timeout: float = 2.0, ca: str | None = No
     return True, f"ApiVersions ok (error_code {error_code})"
 
 
-def _zk_client(zk_connect: str, timeout: float):
-    from kazoo.client import KazooClient
+def _zk_client(zk_connect: str, timeout: float, credentials=None):
+    """A started ZooKeeper client logged in with ``credentials``, else with the JAAS file
+    of QUILL_JAVA_SECURITY_AUTH_LOGIN_CONFIG when set (compose healthchecks)."""
+    from broker.zk.security import credentials_from_env, zk_client
 
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-    client = KazooClient(hosts=zk_connect, timeout=timeout, connection_retry=None)
+    credentials = credentials or credentials_from_env()
+    client = zk_client(zk_connect, timeout, credentials, connection_retry=None)
     client.start(timeout=timeout)
     return client
 
@@ -121,13 +135,13 @@ def registered_broker_ids(zk_connect: str, timeout: float = 3.0) -> set[int]:
         client.close()
 
 
-def broker_registration(zk_connect: str, broker_id: int, timeout: float = 3.0):
+def broker_registration(zk_connect: str, broker_id: int, timeout: float = 3.0, credentials=None):
     """(JSON of /brokers/ids/<id>, its creation time in seconds), or None."""
     from kazoo.exceptions import NoNodeError
 
     from broker.zk.znodes import BrokerIdZNode
 
-    client = _zk_client(zk_connect, timeout)
+    client = _zk_client(zk_connect, timeout, credentials)
     try:
         data, stat = client.get(BrokerIdZNode.path(broker_id))
     except NoNodeError:
@@ -146,15 +160,17 @@ def broker(
     since: float | None = None,
     timeout: float = 3.0,
     ca: str | None = None,
+    zk_credentials=None,
 ) -> Health:
-    """Registered at /brokers/ids/<id> in ZooKeeper AND answering ApiVersions (over TLS
-    verified against `ca` when given).
+    """Registered at /brokers/ids/<id> in ZooKeeper (read with the SASL login
+    `zk_credentials` when given) AND answering ApiVersions (over TLS verified against
+    `ca` when given).
 
     With `since` (a process start time), a registration older than that, left by a
     killed predecessor whose ZooKeeper session has not expired yet, does not count.
     """
     try:
-        found = broker_registration(zk_connect, broker_id, timeout)
+        found = broker_registration(zk_connect, broker_id, timeout, zk_credentials)
     except Exception as exc:  # kazoo raises several unrelated types on connect failure
         return False, f"ZooKeeper {zk_connect}: {exc or type(exc).__name__}"
     if found is None:
@@ -208,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.kind == "zookeeper":
         ok, detail = zookeeper(args.host, args.port or 2181)
-    elif args.kind == "redis":
-        ok, detail = redis(args.host, args.port or 6379)
+    elif args.kind == "redis":  # the password: QUILL_REDIS_PASSWORD_FILE / _PASSWORD
+        ok, detail = redis(args.host, args.port or 6379, password=password_from_env())
     elif args.kind == "broker":
         ok, detail = broker(
             args.host, args.port or 9092, args.broker_id, args.zookeeper, ca=args.ssl_ca
@@ -217,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kind == "http":
         ok, detail = http_ok(args.host, args.port or 8000)
     else:
-        ok, detail = celery_worker(args.redis_url, args.node)
+        ok, detail = celery_worker(with_password(args.redis_url, password_from_env()), args.node)
     print(json.dumps({"healthy": ok, "detail": detail}))
     return 0 if ok else 1
 

@@ -13,7 +13,18 @@ operator's ``admin``. What it writes under the state dir:
   'SCRAM-SHA-512=[password=...]'`` wrote them (``python -m quill_stack.secure users``, a
   broker's pre-start step);
 - ``client-admin.properties``: the admin's client properties, for ``--command-config``
-  and for the console, worker and monitor (``QUILL_CLIENT_CONFIG``).
+  and for the console, worker and monitor (``QUILL_CLIENT_CONFIG``);
+- ZooKeeper takes only SASL DIGEST-MD5 logins (``zookeeper/jaas.conf``, its Server
+  section, written with ZooKeeper's zoo.cfg by quill_stack.services); the brokers, the
+  console, monitor, worker and this module log in as ``kafka`` with
+  ``zookeeper-client.jaas`` (its Client section; mode 0600), Kafka's
+  ``java.security.auth.login.config``. Brokers run with ``zookeeper.set.acl=true``: a
+  znode is ALL for ``sasl:kafka``, READ for the world, nothing for the world below
+  /config/users, /config/brokers and /delegation_token/tokens (broker.zk.security). The
+  console, monitor and worker are ``kafka`` too, as Kafka's admin tools share the
+  brokers' JAAS file: they write what brokers write (configs, compaction requests);
+- Redis has a password (``requirepass``, ``secrets/redis.password``), passed to the
+  console, worker and monitor as the file's path (``QUILL_REDIS_PASSWORD_FILE``).
 
 ``QUILL_SASL_MECHANISMS=SCRAM-SHA-512,OAUTHBEARER`` also offers OAUTHBEARER on the
 listener (SCRAM stays: the brokers and the admin use it): unsecured JWTs (development)
@@ -36,7 +47,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.security.jaas import jaas_section
 from broker.security.scram_credentials import ScramCredential, credentials_in
+from broker.zk.client import KafkaZkClient
+from broker.zk.security import (
+    DEFAULT_CLIENT_SECTION,
+    DIGEST_LOGIN_MODULE,
+    JAAS_CONFIG_ENV,
+    JAAS_CONFIG_KEY,
+    ZkCredentials,
+    read_client_credentials,
+)
+from quill_stack.redis_auth import PASSWORD_FILE_ENV as REDIS_PASSWORD_FILE_ENV
 from quill_stack.state import write_private
 from quill_stack.tls import ensure_ca, ensure_server_cert
 
@@ -85,6 +107,9 @@ def check_mechanisms(text: str) -> tuple[str, ...]:
     return mechanisms
 
 
+ZOOKEEPER_USER = "kafka"  # every process's ZooKeeper principal: sasl:kafka
+
+
 def check_mode(mode: str) -> str:
     mode = (mode or PLAINTEXT).strip().lower()
     if mode not in MODES:
@@ -104,12 +129,74 @@ def admin_properties_path(state_dir: Path) -> Path:
     return state_dir / "client-admin.properties"
 
 
+def password_path(state_dir: Path, user: str) -> Path:
+    return state_dir / "secrets" / f"{user}.password"
+
+
 def password(state_dir: Path, user: str) -> str:
     """The user's password, made the first time and kept under secrets/."""
-    path = state_dir / "secrets" / f"{user}.password"
+    path = password_path(state_dir, user)
     if not path.exists():
         write_private(path, secrets.token_urlsafe(24).encode())
     return path.read_text().strip()
+
+
+ZOOKEEPER_SECRET = f"zookeeper-{ZOOKEEPER_USER}"  # secrets/zookeeper-kafka.password
+
+
+def zookeeper_users(state_dir: Path) -> dict[str, str]:
+    """The SASL users ZooKeeper's Server section lists: the stack's one principal."""
+    return {ZOOKEEPER_USER: password(state_dir, ZOOKEEPER_SECRET)}
+
+
+# A secured ZooKeeper's zoo.cfg keys: SASL logins (DIGEST-MD5, the JAAS file's Server
+# section) and no session that has not logged in (ZooKeeper 3.7+'s enforce.auth;
+# sessionRequireClientSASLAuth is its ZooKeeper 3.6 spelling).
+ZOOKEEPER_SASL_SETTINGS = {
+    "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+    "enforce.auth.enabled": "true",
+    "enforce.auth.schemes": "sasl",
+    "sessionRequireClientSASLAuth": "true",
+}
+ZOOKEEPER_SERVER_JAAS = "zookeeper/jaas.conf"  # under the state dir (compose: its volume)
+REDIS_CONF = "redis/redis.conf"
+# The uids the ZooKeeper and Redis images run as (containers/*/Dockerfile): compose-init
+# hands them their files, mode 0600.
+ZOOKEEPER_CONTAINER_UID, REDIS_CONTAINER_UID = 2181, 6379
+
+
+def zookeeper_server_jaas(users: dict[str, str]) -> str:
+    """ZooKeeper's JAAS Server section: DigestLoginModule, user_<name>="<password>" each."""
+    options = {f"user_{name}": secret for name, secret in users.items()}
+    return jaas_section("Server", DIGEST_LOGIN_MODULE, options)
+
+
+def redis_auth_conf(secret: str) -> dict[str, str]:
+    """redis.conf's requirepass line, quoted as redis.conf quotes strings."""
+    return {"requirepass": '"' + secret.replace("\\", "\\\\").replace('"', '\\"') + '"'}
+
+
+def zookeeper_jaas_path(state_dir: Path) -> Path:
+    return state_dir / "zookeeper-client.jaas"
+
+
+def write_zookeeper_jaas(state_dir: Path) -> Path:
+    """``zookeeper-client.jaas`` (0600): the Client section every process logs in with."""
+    [(user, secret)] = zookeeper_users(state_dir).items()
+    options = {"username": user, "password": secret}
+    text = jaas_section(DEFAULT_CLIENT_SECTION, DIGEST_LOGIN_MODULE, options)
+    path = zookeeper_jaas_path(state_dir)
+    if not path.exists() or path.read_text() != text:  # compose mounts it read-only
+        write_private(path, text.encode())
+    return path
+
+
+def zookeeper_credentials(state_dir: Path) -> ZkCredentials:
+    return read_client_credentials(write_zookeeper_jaas(state_dir))
+
+
+def redis_password(state_dir: Path) -> str:
+    return password(state_dir, "redis")
 
 
 def jaas_config(user: str, secret: str) -> str:
@@ -148,6 +235,8 @@ def security_properties(
         "authorizer.class.name": AUTHORIZER,
         "allow.everyone.if.no.acl.found": "false",
         "super.users": ";".join(f"User:{u}" for u in USERS),
+        JAAS_CONFIG_KEY: str(write_zookeeper_jaas(state_dir)),
+        "zookeeper.set.acl": "true",
     }
 
 
@@ -196,17 +285,21 @@ def client_hint(cfg) -> str:
 
 
 def app_env(state_dir: Path) -> dict[str, str]:
-    """What the console, worker and monitor get: the admin's client properties."""
-    return {"QUILL_CLIENT_CONFIG": str(write_admin_properties(state_dir))}
+    """What the console, worker and monitor get: the admin's client properties, the
+    ZooKeeper login and the Redis password, each as a 0600 file's path."""
+    redis_password(state_dir)
+    return {
+        "QUILL_CLIENT_CONFIG": str(write_admin_properties(state_dir)),
+        JAAS_CONFIG_ENV: str(write_zookeeper_jaas(state_dir)),
+        REDIS_PASSWORD_FILE_ENV: str(password_path(state_dir, "redis")),
+    }
 
 
 def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
     """Write each stack user's SCRAM-SHA-512 credential to ``/config/users/<user>``
     unless the one there already matches its password (other keys, e.g. quotas, stay).
     Returns the users written."""
-    from broker.zk.client import KafkaZkClient
-
-    zk = KafkaZkClient(zk_connect)
+    zk = KafkaZkClient(zk_connect, credentials=zookeeper_credentials(state_dir), set_acl=True)
     zk.start()
     written = []
     try:
@@ -229,18 +322,25 @@ def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
 COMPOSE_LISTENERS = ["INTERNAL", "EXTERNAL"]  # docker-compose.yml's two listeners
 
 
-def compose_init(config_dir: Path, brokers: int, zk_connect: str, hosts: list[str]) -> None:
+def compose_init(config_dir: Path, brokers: int, hosts: list[str]) -> None:
     """What the compose secure profile's `secure-init` container makes in its volume
-    before the brokers start: the CA, one keystore naming every broker container and the
-    host's names, ``broker.properties`` (the security keys no env var can carry: a JAAS
-    line per listener), ``client-admin.properties``, and the SCRAM users in ZooKeeper."""
+    before ZooKeeper, Redis and the brokers start: the CA, one keystore naming every
+    broker container and the host's names, ``broker.properties`` (the security keys no
+    env var can carry: a JAAS line per listener), ``client-admin.properties``, the
+    ZooKeeper client and server JAAS files and Redis's ``requirepass``. The SCRAM users
+    go to ZooKeeper once it runs (``users``, the `secure-users` container)."""
     names = [f"broker-{i}" for i in range(1, brokers + 1)] + ["localhost", "127.0.0.1", *hosts]
     keystore = ensure_server_cert(tls_dir(config_dir), "broker", names)
     props = security_properties(config_dir, keystore, COMPOSE_LISTENERS)
     text = "# the compose secure profile's broker security settings (quill_stack.secure)\n"
     write_private(config_dir / "broker.properties", (text + properties(props)).encode())
     write_admin_properties(config_dir)
-    ensure_scram_users(config_dir, zk_connect)
+    server_jaas = zookeeper_server_jaas(zookeeper_users(config_dir))
+    write_private(config_dir / ZOOKEEPER_SERVER_JAAS, server_jaas.encode())
+    redis_conf = "".join(
+        f"{k} {v}\n" for k, v in redis_auth_conf(redis_password(config_dir)).items()
+    )
+    write_private(config_dir / REDIS_CONF, redis_conf.encode())
 
 
 def properties(props: dict[str, str]) -> str:
@@ -248,32 +348,42 @@ def properties(props: dict[str, str]) -> str:
 
 
 def _chown_tree(root: Path, owner: str) -> None:
+    """Everything to `owner` (the apps' user), but ZooKeeper's and Redis's own files to
+    the uids their images run as: each reads only its own secret."""
     import pwd
 
     entry = pwd.getpwnam(owner)
     for path in [root, *root.rglob("*")]:
         os.chown(path, entry.pw_uid, entry.pw_gid)
+    for name, uid in (
+        (ZOOKEEPER_SERVER_JAAS, ZOOKEEPER_CONTAINER_UID),
+        (REDIS_CONF, REDIS_CONTAINER_UID),
+    ):
+        os.chown(root / name, uid, uid)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m quill_stack.secure",
-        description="the secure stack's SCRAM users in ZooKeeper (a broker pre-start step), "
-        "or everything the compose secure profile needs (compose-init)",
+        description="the secure stack's SCRAM users in ZooKeeper (a broker pre-start step; "
+        "the compose profile's secure-users), or the files the compose secure profile needs "
+        "before anything starts (compose-init)",
     )
     parser.add_argument("command", choices=["users", "compose-init"])
     parser.add_argument("--state-dir", required=True, type=Path)
-    parser.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
+    parser.add_argument("--zookeeper", help="users: HOST:PORT[/chroot]")
     parser.add_argument("--brokers", type=int, default=3, help="compose-init: broker-1..N")
     parser.add_argument("--host", action="append", default=[], help="compose-init: more names")
     parser.add_argument("--owner", help="compose-init: the user that owns the files")
     args = parser.parse_args(argv)
     if args.command == "compose-init":
-        compose_init(args.state_dir, args.brokers, args.zookeeper, args.host)
+        compose_init(args.state_dir, args.brokers, args.host)
         if args.owner:
             _chown_tree(args.state_dir, args.owner)
-        print(f"secure config in {args.state_dir}; SCRAM users in ZooKeeper", file=sys.stderr)
+        print(f"secure config in {args.state_dir}", file=sys.stderr)
         return 0
+    if not args.zookeeper:
+        parser.error("users needs --zookeeper HOST:PORT[/chroot]")
     written = ensure_scram_users(args.state_dir, args.zookeeper)
     users = ", ".join(written) or "none (already there)"
     print(f"SCRAM users written to /config/users: {users}", file=sys.stderr)

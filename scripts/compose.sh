@@ -13,6 +13,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf 'compose: %s\n' "$*" >&2; }
 COMPOSE_FILES=(-f docker-compose.yml)
+# ZooKeeper's port on the host: the plaintext stack only (the secure one keeps it inside)
+if [ "${QUILL_SECURITY:-plaintext}" != sasl_ssl ]; then
+    COMPOSE_FILES+=(-f docker-compose.override.yml)
+fi
 # down and clean name it always, so that they also remove what the secure profile added
 if [ "${QUILL_SECURITY:-plaintext}" = sasl_ssl ] || [[ "${1:-up}" =~ ^(down|clean)$ ]]; then
     COMPOSE_FILES+=(-f docker-compose.secure.yml)

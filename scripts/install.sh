@@ -4,11 +4,15 @@
 #   2. the virtualenv at .venv
 #   3. the project, editable, with all its extras, at the versions in constraints.txt
 #      (only when pyproject.toml or constraints.txt changed)
-#   4. the console's database migrations
+#   4. KafkaJS for the client conformance tests (npm ci in tests/kafkajs, only when its
+#      package.json or package-lock.json changed)
+#   5. the console's database migrations
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow)
+# openssl: the tests sign a SHA-1 certificate with its CLI; gcc, python3-dev: twofish (a
+# dependency of pyjks, for JKS keystores) is built from source, having no wheel
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}
@@ -42,6 +46,10 @@ done
 if [ ! -x "$VENV/bin/python" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
+# Node and npm (KafkaJS's tests) from Debian only where there are none: a Node from
+# elsewhere (NodeSource's nodejs bundles npm) is kept, and Debian's npm would clash with it.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
     SUDO=()
     if [ "$(id -u)" -ne 0 ]; then
@@ -72,6 +80,15 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
     extras="$("$VENV/bin/python" -c 'import tomllib; print(",".join(tomllib.load(open("pyproject.toml", "rb"))["project"].get("optional-dependencies", {})))')"
     "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[$extras]"
     echo "$want" > "$STAMP"
+fi
+
+KAFKAJS=tests/kafkajs  # KafkaJS, pinned by its package-lock.json (tests/kafkajs_helpers.py)
+KAFKAJS_STAMP="$KAFKAJS/node_modules/.quill-installed"  # npm ci empties node_modules first
+want="$(cat "$KAFKAJS/package.json" "$KAFKAJS/package-lock.json" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$KAFKAJS_STAMP" 2>/dev/null)" != "$want" ]; then
+    say "installing KafkaJS into $KAFKAJS/node_modules (its package-lock.json changed)"
+    npm ci --prefix "$KAFKAJS" --no-audit --no-fund --loglevel=error
+    echo "$want" > "$KAFKAJS_STAMP"
 fi
 
 "$VENV/bin/python" manage.py migrate --noinput -v 0

@@ -21,13 +21,21 @@ Processes are built by quill_stack.services, exactly as `make run` starts them.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from broker.security.jaas import jaas_section
+from broker.zk.security import (
+    DEFAULT_CLIENT_SECTION,
+    DIGEST_LOGIN_MODULE,
+    ZkCredentials,
+    zk_client,
+)
 from quill_stack import ports, services
 from quill_stack.process import ManagedProcess, StartError, tail
+from quill_stack.redis_auth import with_password
 from quill_stack.state import owner_env
 
 # Test clusters notice a dead broker faster than Kafka's 18 s default session timeout;
@@ -44,11 +52,16 @@ LOG_TAIL_LINES = 60
 
 @dataclass
 class Server:
-    """A session-wide ZooKeeper or Redis."""
+    """A session-wide ZooKeeper or Redis. A secured ZooKeeper has `credentials` (the
+    brokers' SASL login, which the fixtures' own clients use) and `jaas` (user -> its
+    client JAAS file); a Redis with a password has `password`."""
 
     host: str
     port: int
     proc: ManagedProcess
+    credentials: ZkCredentials | None = None
+    jaas: dict[str, Path] = field(default_factory=dict)
+    password: str | None = None
 
     @property
     def address(self) -> str:
@@ -56,7 +69,7 @@ class Server:
 
     @property
     def url(self) -> str:  # Redis
-        return f"redis://{self.host}:{self.port}/0"
+        return with_password(f"redis://{self.host}:{self.port}/0", self.password)
 
 
 def _start_server(spec: services.ServiceSpec, owner: Path) -> ManagedProcess:
@@ -77,6 +90,32 @@ def zookeeper(tmp_path_factory):
     spec = services.zookeeper_spec(state, port, settings=TEST_ZOOKEEPER_SETTINGS)
     proc = _start_server(spec, state)
     yield Server("127.0.0.1", port, proc)
+    proc.stop()
+
+
+# The secured ZooKeeper's SASL users: the brokers' principal, and another user who can
+# log in but owns nothing (the attacker of tests/test_zookeeper_security.py).
+SECURED_ZOOKEEPER_USERS = {"kafka": "kafka-secret", "mallory": "mallory-secret"}
+
+
+@pytest.fixture(scope="session")
+def secured_zookeeper(tmp_path_factory):
+    """A ZooKeeper that takes only SASL DIGEST-MD5 logins of SECURED_ZOOKEEPER_USERS and
+    refuses other sessions, as the secure stack runs it. `jaas[user]` is a client JAAS
+    file for that user (a broker's java.security.auth.login.config)."""
+    state = tmp_path_factory.mktemp("zookeeper-secured")
+    port = ports.free_port()
+    spec = services.zookeeper_spec(
+        state, port, settings=TEST_ZOOKEEPER_SETTINGS, sasl_users=SECURED_ZOOKEEPER_USERS
+    )
+    jaas = {}
+    for user, secret in SECURED_ZOOKEEPER_USERS.items():
+        jaas[user] = state / f"{user}.jaas"
+        options = {"username": user, "password": secret}
+        jaas[user].write_text(jaas_section(DEFAULT_CLIENT_SECTION, DIGEST_LOGIN_MODULE, options))
+    proc = _start_server(spec, state)
+    creds = ZkCredentials("kafka", SECURED_ZOOKEEPER_USERS["kafka"])
+    yield Server("127.0.0.1", port, proc, credentials=creds, jaas=jaas)
     proc.stop()
 
 
@@ -184,6 +223,7 @@ class Cluster:
             for index, port in enumerate(broker_ports)
         ]
         self._root_zk = zk.address
+        self._zk_login = zk.credentials
 
     def __repr__(self) -> str:
         return f"<Cluster {self.bootstrap} zk={self.zk_connect}>"
@@ -204,10 +244,10 @@ class Cluster:
             broker.wait_healthy()
 
     def zk_client(self, chroot: bool = True):
-        """A started KazooClient on this cluster's chroot, stopped at teardown."""
-        from kazoo.client import KazooClient
-
-        client = KazooClient(hosts=self.zk_connect if chroot else self._root_zk, timeout=10)
+        """A started KazooClient on this cluster's chroot, stopped at teardown (logged
+        in as the brokers' principal on a secured ZooKeeper)."""
+        hosts = self.zk_connect if chroot else self._root_zk
+        client = zk_client(hosts, 10, self._zk_login)
         client.start(timeout=10)
         self._zk_clients.append(client)
         return client
@@ -240,14 +280,15 @@ _LIVE: list[Cluster] = []  # clusters running now, for failure reports
 class ClusterFactory:
     """cluster_factory(n_brokers=1, **overrides) -> a started Cluster."""
 
-    def __init__(self, zk: Server, base_dir: Path):
+    def __init__(self, zk: Server, base_dir: Path, defaults: dict | None = None):
         self.zk = zk
         self.base_dir = base_dir
+        self.defaults = defaults or {}  # broker properties every cluster of it gets
         self.made: list[Cluster] = []
         self.serial = 0  # never reused: a stopped cluster's data dir must not be inherited
 
     def __call__(self, n_brokers: int = 1, **overrides) -> Cluster:
-        props = {_property_name(k): v for k, v in overrides.items()}
+        props = {**self.defaults, **{_property_name(k): v for k, v in overrides.items()}}
         self.serial += 1
         state_dir = self.base_dir / f"cluster-{self.serial}"
         c = Cluster(self.zk, state_dir, n_brokers, props)
@@ -272,6 +313,19 @@ def cluster_factory(zookeeper, tmp_path_factory):
     """Module-scoped: a module fixture may share one cluster across its tests. A cluster
     made inside a test is stopped when that test ends (see _stop_test_clusters)."""
     factory = ClusterFactory(zookeeper, tmp_path_factory.mktemp("clusters"))
+    yield factory
+    factory.stop_since(0)
+
+
+@pytest.fixture(scope="module")
+def secured_cluster_factory(secured_zookeeper, tmp_path_factory):
+    """Clusters on the secured ZooKeeper whose brokers log in as `kafka` and create
+    znodes with Kafka's secure ACLs (zookeeper.set.acl=true)."""
+    defaults = {
+        "java.security.auth.login.config": str(secured_zookeeper.jaas["kafka"]),
+        "zookeeper.set.acl": "true",
+    }
+    factory = ClusterFactory(secured_zookeeper, tmp_path_factory.mktemp("secured"), defaults)
     yield factory
     factory.stop_since(0)
 

@@ -86,6 +86,32 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int 
     return values
 
 
+def read_partition(
+    bootstrap: str, topic: str, partition: int, isolation: str = "read_uncommitted"
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record of the partition, from its log start."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    c.assign([TopicPartition(topic, partition, low)])
+    out, position = [], low
+    while position < high:
+        msg = c.poll(2.0)
+        if msg is None:
+            break
+        if not msg.error():
+            out.append((msg.offset(), msg.key(), msg.value()))
+            position = msg.offset() + 1
+    c.close()
+    return out
+
+
 def wait_until(predicate, timeout: float = 60.0, interval: float = 0.1, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

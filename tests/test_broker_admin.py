@@ -15,6 +15,9 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from confluent_kafka.admin import (
+    ConfigSource as CKConfigSource,
+)
 from kio.schema.errors import ErrorCode
 
 from tests.wire import WireClient
@@ -70,6 +73,39 @@ def test_create_describe_alter_delete(admin, broker):
 
     admin.delete_topics([name])[name].result(30)
     assert name not in admin.list_topics(timeout=10).topics
+
+
+def _synonyms(admin, name: str) -> dict[str, list[tuple[str, str, int]]]:
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    configs = admin.describe_configs([res])[res].result(30)  # librdkafka asks for synonyms
+    return {
+        key: [(s.name, s.value, s.source) for s in entry.synonyms.values()]
+        for key, entry in configs.items()
+    }
+
+
+def test_describe_configs_synonyms_are_kafkas(admin, cluster_factory):
+    """Kafka's synonyms for a topic without overrides: none for retention.ms and
+    segment.ms when the broker sets neither log.retention.ms nor log.roll.ms, the
+    default for compression.type; a broker key set in server.properties comes first."""
+    default = CKConfigSource.DEFAULT_CONFIG.value
+    static = CKConfigSource.STATIC_BROKER_CONFIG.value
+    name = _name("syn")
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    got = _synonyms(admin, name)
+    assert got["retention.ms"] == [] and got["segment.ms"] == []
+    assert got["compression.type"] == [("compression.type", "producer", default)]
+    assert got["cleanup.policy"] == [("log.cleanup.policy", "delete", default)]
+
+    other = cluster_factory(1, **{"log.retention.ms": "90000000", "log.roll.hours": "5"})
+    other_admin = AdminClient({"bootstrap.servers": other.bootstrap})
+    other_admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    got = _synonyms(other_admin, name)
+    assert got["retention.ms"] == [
+        ("log.retention.ms", "90000000", static),
+        ("log.retention.hours", "168", default),
+    ]
+    assert got["segment.ms"] == []  # log.roll.hours alone: dropped, as Kafka
 
 
 def test_bad_requests_get_kafka_errors(admin):

@@ -53,3 +53,17 @@ def test_locked_log_dir_is_refused(cluster_factory, tmp_path):
     )
     assert result.returncode == 2
     assert ".lock" in result.stderr
+
+
+def test_replica_selector_we_do_not_have_is_refused(tmp_path):
+    """replica.selector.class names a Java class: only the ones Quill has are taken."""
+    result = _run_broker(
+        tmp_path,
+        "broker.id=1",
+        "zookeeper.connect=127.0.0.1:1",
+        "replica.selector.class=com.example.NearestReplicaSelector",
+    )
+    assert result.returncode == 2
+    assert "replica.selector.class" in result.stderr
+    assert "com.example.NearestReplicaSelector" in result.stderr
+    assert "org.apache.kafka.common.replica.RackAwareReplicaSelector" in result.stderr

@@ -220,7 +220,8 @@ def test_reassignment_throttle_holds_the_rate(cluster_factory):
         ConfigResource.Type.BROKER,
         "2",
         incremental_configs=[
-            ConfigEntry("log.retention.ms", "5", incremental_operation=AlterConfigOpType.SET)
+            # read-only in Kafka (log.retention.ms is the dynamic one)
+            ConfigEntry("log.retention.hours", "1", incremental_operation=AlterConfigOpType.SET)
         ],
     )
     with pytest.raises(Exception) as info:

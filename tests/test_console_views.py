@@ -3,11 +3,13 @@ create/edit/delete flows with their audit entries, and bad input shown as senten
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 
 from console.cluster import admin, zk
+from console.live import history
 from console.models import AuditEntry
 
 pytest_plugins = ["tests.console_helpers"]
@@ -259,3 +261,23 @@ def test_admin_manages_roles_and_everyone_their_tokens(console):
         "user.role",
         "user.create",
     ]
+
+
+def test_topic_page_names_the_brokers_consumers_read_from(console):
+    """The monitor keeps each broker's per-topic BytesOut (see test_fetch_from_follower
+    for real scrapes); the topic page lists the brokers that sent the topic's records,
+    with the partitions each leads and follows."""
+    topic = unique()
+    admin.create_topic(topic, 1, 1, {})
+    client = console.login("viewer")
+    page = client.get(f"/topics/{topic}/").content.decode()
+    assert 'id="reads"' in page and "No consumer has read this topic" in page
+    reading = {"topic_out": {topic: {"total": 2048.0, "rate": 512.0}, "other": {"total": 1}}}
+    history.client().set(history.broker_metrics_key(1), json.dumps(reading), ex=60)
+    try:
+        page = client.get(f"/topics/{topic}/").content.decode()
+    finally:
+        history.client().delete(history.broker_metrics_key(1))
+    row = page[page.index('id="reads"') :].split("</tr>")[1]
+    assert 'href="/brokers/1/"' in row and "2.0 KiB" in row and "512 B/s" in row
+    assert "<td>0</td><td>—</td>" in row  # leads partition 0, follows none

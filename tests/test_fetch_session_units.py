@@ -109,7 +109,12 @@ def test_session_answers_only_news():
     session = cache.begin(_req(0, 0, {("t", 0): 0}))[1]
     sp = session.partitions[("t", 0)]
     quiet = NS(
-        records_size=0, error_code=0, high_watermark=4, last_stable_offset=4, log_start_offset=0
+        records_size=0,
+        error_code=0,
+        high_watermark=4,
+        last_stable_offset=4,
+        log_start_offset=0,
+        preferred_read_replica=-1,
     )
     assert sp.changed(quiet)  # never answered: news
     sp.heard(quiet)
@@ -117,6 +122,7 @@ def test_session_answers_only_news():
     assert sp.changed(NS(**{**vars(quiet), "high_watermark": 5}))
     assert sp.changed(NS(**{**vars(quiet), "records_size": 10}))
     assert sp.changed(NS(**{**vars(quiet), "error_code": 6}))
+    assert sp.changed(NS(**{**vars(quiet), "preferred_read_replica": 2}))  # KIP-392: always
 
 
 def _fields(offset: int) -> dict:
@@ -157,6 +163,7 @@ def test_partitions_that_returned_records_go_last():
             high_watermark=9,
             last_stable_offset=9,
             log_start_offset=0,
+            preferred_read_replica=-1,
         )
 
     full = _news_only(session, [("t", [answer(0, 50), answer(1, 0), answer(2, 0)])], False)

@@ -61,6 +61,16 @@ ARRAY_BOMBS = {
     "Produce v3 with null topic data": _header_v1(0, 3)
     + struct.pack(">hhi", -1, 1, 1000)
     + struct.pack(">i", -1),
+    # the old versions derived from kio's schemas are walked the same way
+    "Produce v2 with 2**31-1 topics": _header_v1(0, 2) + struct.pack(">hii", 1, 1000, 2**31 - 1),
+    "Produce v0 with records longer than the frame": _header_v1(0, 0)
+    + struct.pack(">hii", 1, 1000, 1)
+    + b"\0\1t"
+    + struct.pack(">iii", 1, 0, 2**31 - 1),
+    "Fetch v1 with 2**31-1 partitions": _header_v1(1, 1)
+    + struct.pack(">iiii", -1, 500, 1, 1)
+    + b"\0\1t"
+    + struct.pack(">i", 2**31 - 1),
 }
 
 

@@ -6,30 +6,16 @@ from __future__ import annotations
 from confluent_kafka import Consumer, TopicPartition
 
 from broker.coordinator.group import codec
-from tests.group_helpers import GROUP_BROKER, create_topic, unique, wait_until
+from tests.group_helpers import GROUP_BROKER, create_topic, read_partition, unique, wait_until
 
 COMMITS = 300
 OFFSETS_PARTITIONS = 10
 
 
 def _records_of(bootstrap: str, group: str) -> list[tuple[bytes, bytes | None]]:
-    """Every record of the group's __consumer_offsets partition, read from offset 0."""
+    """Every record of the group's __consumer_offsets partition, read from its start."""
     partition = codec.partition_for(group, OFFSETS_PARTITIONS)
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False}
-    )
-    low, high = c.get_watermark_offsets(TopicPartition("__consumer_offsets", partition), timeout=10)
-    c.assign([TopicPartition("__consumer_offsets", partition, low)])
-    out, position = [], low
-    while position < high:
-        msg = c.poll(2.0)
-        if msg is None:
-            break
-        if not msg.error():
-            out.append((msg.key(), msg.value()))
-            position = msg.offset() + 1
-    c.close()
-    return out
+    return [(k, v) for _, k, v in read_partition(bootstrap, "__consumer_offsets", partition)]
 
 
 def _ours(records, group: str):

@@ -402,6 +402,32 @@ def test_rebalance_in_progress_and_commit_during_sync(wire, broker, topic):
         other.close()
 
 
+def test_rebalance_timeout_zero_bounds_the_sync_as_kafka_3(wire, topic):
+    """rebalance_timeout_ms=0 (KafkaJS's broker-level joinGroup without one): Kafka 3's
+    GroupCoordinator waits for the SyncGroups of a completed join for the group's
+    rebalance timeout (schedulePendingSync: DelayedSync(group.rebalanceTimeoutMs),
+    KAFKA-12890), so with 0 the member is gone before its SyncGroup comes: UNKNOWN_MEMBER_ID.
+    Kafka before 2.8 bounded that wait by the session timeout only. JoinGroup v0, which has
+    no rebalance timeout, uses the session timeout, as Kafka (KAFKA-8653)."""
+    group = unique("zero")
+    resp = join(wire, group, topic=topic, rebalance_timeout=0)
+    resp = join(wire, group, resp.member_id, topic=topic, rebalance_timeout=0)
+    assert resp.error_code == E.none
+    body = {
+        "group_id": group,
+        "generation_id": resp.generation_id,
+        "member_id": resp.member_id,
+        "assignments": [{"member_id": resp.member_id, "assignment": assignment(topic, [0])}],
+    }
+    assert wire.request(14, 3, body).error_code == E.unknown_member_id
+    v0 = unique("zero-v0")
+    resp = join(wire, v0, version=0, topic=topic)
+    assert resp.error_code == E.none
+    body |= {"group_id": v0, "generation_id": resp.generation_id, "member_id": resp.member_id}
+    body["assignments"][0]["member_id"] = resp.member_id
+    assert wire.request(14, 0, body).error_code == E.none
+
+
 def send(client: WireClient, api_key: int, version: int, body: dict) -> None:
     """A request whose response is read later with ``receive``."""
     client.correlation += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from broker.log.cleaner import CLEANER_CHECKPOINT, LogCleaner
+from broker.log.cleaner import CLEANER_CHECKPOINT, ENTRY_BYTES, LogCleaner
 from broker.log.log import Log
 from broker.protocol.records import build_batch, decode_records, read_batch_header
 from tests.log_helpers import config, read_all
@@ -56,6 +56,9 @@ def test_keeps_the_latest_value_per_key_and_never_the_active_segment(tmp_path):
     # the checkpoint holds the first dirty offset: nothing left to clean now
     assert (tmp_path / CLEANER_CHECKPOINT).exists()
     assert not cleaner.maybe_clean({("topic", 0): lg}, NOW)
+    # Kafka's LogCleaner gauges: the offset map held 3 keys; the last look was at NOW
+    assert cleaner.last_buffer_utilization == 3 / (cleaner.dedupe_buffer_size / ENTRY_BYTES)
+    assert cleaner.last_run_ms == NOW and cleaner.max_compaction_delay_ms == 0
 
 
 def test_a_reopened_log_reads_the_same_after_cleaning(tmp_path):
@@ -149,3 +152,36 @@ def test_delete_and_compact_topics_and_non_compacted_ones_are_left_alone(tmp_pat
         _append(lg, [(b"k", b"v%d" % i)])
     assert not _cleaner(tmp_path).maybe_clean({("plain", 0): lg}, NOW)
     assert len(read_all(lg)) == 30
+
+
+def test_io_max_bytes_per_second_holds_the_next_pass_back(tmp_path):
+    """log.cleaner.io.max.bytes.per.second: a pass that read and wrote N bytes keeps
+    the cleaner idle N / rate seconds; without a limit it may go again at once."""
+    first, second = _compact_log(tmp_path / "a"), _compact_log(tmp_path / "b")
+    for lg in (first, second):
+        for round_ in range(10):
+            _append(lg, [(b"k", b"v-%d" % round_)])
+    cleaner = LogCleaner([tmp_path / "a", tmp_path / "b"], backoff_ms=0)
+    cleaner.io_max_bytes_per_second = 1000.0
+    logs = {("a", 0): first, ("b", 0): second}
+    assert cleaner.maybe_clean(logs, NOW)
+    moved = cleaner.stats.bytes_read + cleaner.stats.bytes_written
+    assert moved > 0
+    held_ms = moved * 1000 / 1000.0
+    assert cleaner.throttled_until_ms == NOW + held_ms
+    assert not cleaner.maybe_clean(logs, NOW + int(held_ms) - 1)  # still held back
+    assert cleaner.maybe_clean(logs, NOW + int(held_ms) + 1)  # the other log, now
+
+
+def test_uncleanable_bytes_are_the_given_up_partitions_cleanable_bytes(tmp_path):
+    lg = _compact_log(tmp_path)
+    for i in range(40):
+        _append(lg, [(b"k%d" % (i % 4), b"v%d" % i)])
+    cleaner = _cleaner(tmp_path)
+    logs = {("topic", 0): lg}
+    assert cleaner.uncleanable_bytes(lambda t, p: logs.get((t, p))) == {str(tmp_path): 0}
+    cleaner.uncleanable.add(("topic", 0))  # as a failed clean marks it
+    below_active = sum(s.size for s in lg.segments if s is not lg.active_segment)
+    assert below_active > 0
+    got = cleaner.uncleanable_bytes(lambda t, p: logs.get((t, p)))
+    assert got == {str(tmp_path): below_active}

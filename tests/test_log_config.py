@@ -130,12 +130,9 @@ def test_topic_overrides_on_broker_defaults_and_describe() -> None:
     assert rows["retention.ms"].value == "42"
     assert rows["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert not rows["retention.ms"].is_default
-    # as Kafka: the default synonym is named by the broker key, in its unit
-    assert [s[:2] for s in rows["retention.ms"].synonyms] == [
-        ("retention.ms", "42"),
-        ("log.retention.hours", "1"),
-        ("log.retention.hours", "168"),
-    ]
+    # as Kafka's ConfigHelper: synonyms start at the key's own broker key, log.retention.ms,
+    # so log.retention.hours (set, and its default) are not listed
+    assert [s[:2] for s in rows["retention.ms"].synonyms] == [("retention.ms", "42")]
     assert rows["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG
     assert rows["segment.bytes"].synonyms[0] == (
         "log.segment.bytes",
@@ -145,3 +142,64 @@ def test_topic_overrides_on_broker_defaults_and_describe() -> None:
     assert rows["cleanup.policy"].value == "delete" and rows["cleanup.policy"].is_default
     assert rows["flush.ms"].value == str(LONG_MAX)
     assert "message.timestamp.type" in rows and len(rows) >= 30
+
+
+def _synonyms(config: LogConfig) -> dict[str, list[tuple[str, str | None, ConfigSource]]]:
+    return {r.name: list(r.synonyms) for r in config.describe()}
+
+
+def test_synonyms_are_kafkas_for_a_broker_without_log_keys() -> None:
+    """What Kafka 3's DescribeConfigs lists for a topic without overrides on a broker
+    whose server.properties sets no log key."""
+    got = _synonyms(LogConfig.from_broker_props({}))
+    d = ConfigSource.DEFAULT_CONFIG
+    for key in ("retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"):
+        assert got[key] == [], key  # their broker key (log.retention.ms, ...) has no default
+    assert got["compression.type"] == [("compression.type", "producer", d)]
+    assert got["cleanup.policy"] == [("log.cleanup.policy", "delete", d)]
+    assert got["segment.bytes"] == [("log.segment.bytes", "1073741824", d)]
+    assert got["max.message.bytes"] == [("message.max.bytes", "1048588", d)]
+    assert got["leader.replication.throttled.replicas"] == []
+    rows = {r.name: r for r in LogConfig().describe()}
+    assert rows["retention.ms"].source == d and rows["retention.ms"].is_default
+
+
+def test_synonyms_start_at_the_keys_own_broker_key() -> None:
+    s = ConfigSource.STATIC_BROKER_CONFIG
+    d = ConfigSource.DEFAULT_CONFIG
+    both = LogConfig.from_broker_props({"log.retention.ms": "5000", "log.retention.hours": "3"})
+    assert both.retention_ms == 5000
+    assert _synonyms(both)["retention.ms"] == [
+        ("log.retention.ms", "5000", s),
+        ("log.retention.hours", "3", s),
+        ("log.retention.hours", "168", d),
+    ]
+    hours = LogConfig.from_broker_props({"log.retention.hours": "3", "log.roll.ms": "60000"})
+    assert hours.retention_ms == 3 * 3600 * 1000
+    assert _synonyms(hours)["retention.ms"] == []
+    assert {r.name: r for r in hours.describe()}["retention.ms"].source == d
+    assert _synonyms(hours)["segment.ms"] == [
+        ("log.roll.ms", "60000", s),
+        ("log.roll.hours", "168", d),
+    ]
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["0.8.0", "0.9.0", "0.10.0", "0.10.0.0", "0.10.0-IV1", "0.10.2-IV0", "1.0", "2.8.1", "3.0-IV1"],
+)
+def test_message_format_version_takes_kafkas_versions(version: str) -> None:
+    """Kafka 3.x's MetadataVersion strings, old ones too (KIP-724: accepted, ignored)."""
+    assert LogConfig.from_props({"message.format.version": version}).message_format_version == (
+        version
+    )
+    broker = LogConfig.from_broker_props({"log.message.format.version": version})
+    assert broker.message_format_version == version
+
+
+@pytest.mark.parametrize("version", ["0.7", "9.9", "0.10.0-IV2", "3.0-IV9", "abc", "latest"])
+def test_message_format_version_refuses_what_kafka_refuses(version: str) -> None:
+    with pytest.raises(KafkaError) as info:
+        LogConfig.from_props({"message.format.version": version})
+    assert info.value.code == ErrorCode.invalid_config
+    assert f"Version `{version}` is not a valid version" in info.value.message

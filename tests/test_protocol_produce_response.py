@@ -63,5 +63,5 @@ def test_produce_response_matches_kio(version):
 
 
 def test_produce_response_refuses_versions_it_does_not_encode():
-    with pytest.raises(ValueError, match="Produce v2"):
-        encode_produce_response(2, 1, {"responses": [], "throttle_time": 0})
+    with pytest.raises(ValueError, match="Produce v10"):
+        encode_produce_response(10, 1, {"responses": [], "throttle_time": 0})

@@ -102,7 +102,7 @@ def test_client_security_from_librdkafka_and_java_keys():
         ({"security.protocol": "TLS"}, "security.protocol"),
         ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism"),
         ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "sasl.username"),
-        ({"ssl.truststore.type": "JKS"}, "ssl.truststore.type"),
+        ({"ssl.truststore.type": "BKS"}, "ssl.truststore.type"),
         ({"ssl.cipher.suites": "x"}, "ssl.cipher.suites"),
     ],
 )
@@ -187,7 +187,11 @@ def test_scram_server_against_scramp_client(mechanism):
             "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config",
         ),
         (
-            {"listeners": "PLAINTEXT://:0,SSL://:0", "ssl.keystore.location": "/nonexistent"},
+            {
+                "listeners": "PLAINTEXT://:0,SSL://:0",
+                "ssl.keystore.type": "BKS",
+                "ssl.keystore.location": "/nonexistent",
+            },
             "ssl.keystore.type",
         ),
         (

@@ -20,14 +20,17 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 from cryptography import x509
-from kazoo.client import KazooClient
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from broker.cli.common import read_properties_file
+from broker.security.jaas import parse_jaas_file
 from broker.server.config import BrokerConfig
+from broker.zk.security import ZkCredentials, read_client_credentials, zk_client
 from pipeline.options import parse_source_options
-from quill_stack import client_security, tls
+from quill_stack import client_security, secure, tls
 from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT, ConfigError, StackConfig, build_stack
+from quill_stack.state import write_private
 
 SECURITY_ENV = [*client_security.ENV_PROPERTIES, client_security.CONFIG_FILE_ENV]
 
@@ -162,6 +165,34 @@ def test_secure_brokers_get_sasl_ssl_scram_and_the_authorizer(tmp_path):
         assert app.env["QUILL_CLIENT_CONFIG"] == str(tmp_path / "client-admin.properties")
 
 
+def test_zookeeper_and_redis_take_logins_and_the_apps_get_their_files(tmp_path):
+    cfg, specs = _stack(tmp_path)
+    zk_password = (tmp_path / "secrets" / "zookeeper-kafka.password").read_text()
+    redis_password = (tmp_path / "secrets" / "redis.password").read_text()
+    zoo_cfg = read_properties_file(str(tmp_path / "zookeeper" / "zoo.cfg"))
+    assert zoo_cfg["authProvider.sasl"].endswith("SASLAuthenticationProvider")
+    assert (zoo_cfg["enforce.auth.enabled"], zoo_cfg["enforce.auth.schemes"]) == ("true", "sasl")
+    server = parse_jaas_file((tmp_path / "zookeeper" / "jaas.conf").read_text())["Server"][0]
+    assert server.options == {"user_kafka": zk_password}
+    client_jaas = tmp_path / "zookeeper-client.jaas"
+    assert read_client_credentials(client_jaas) == ZkCredentials("kafka", zk_password)
+    zookeeper = next(s for s in specs if s.name == "zookeeper")
+    assert f"-Djava.security.auth.login.config={tmp_path}/zookeeper/jaas.conf" in zookeeper.argv
+    redis_conf = (tmp_path / "redis" / "redis.conf").read_text()
+    assert f'requirepass "{redis_password}"' in redis_conf
+    for path in ("zookeeper/jaas.conf", "zookeeper-client.jaas", "redis/redis.conf"):
+        assert (tmp_path / path).stat().st_mode & 0o077 == 0, path
+    for broker in ("broker-1", "broker-2"):
+        props = read_properties_file(str(tmp_path / broker / "server.properties"))
+        assert props["java.security.auth.login.config"] == str(client_jaas)
+        assert props["zookeeper.set.acl"] == "true"
+    for app in (s for s in specs if s.kind in ("worker", "console", "monitor")):
+        assert app.env["QUILL_JAVA_SECURITY_AUTH_LOGIN_CONFIG"] == str(client_jaas)
+        assert app.env["QUILL_REDIS_PASSWORD_FILE"] == str(tmp_path / "secrets/redis.password")
+        # the passwords themselves are in no env var (nor in `quill-stack status`)
+        assert not any(p in v for v in app.env.values() for p in (zk_password, redis_password))
+
+
 def test_the_plaintext_stack_is_unchanged(tmp_path):
     cfg, specs = _stack(tmp_path, security="")
     assert cfg.security == "plaintext"
@@ -170,6 +201,9 @@ def test_the_plaintext_stack_is_unchanged(tmp_path):
     assert not any(k.startswith(("ssl.", "sasl.", "authorizer", "super.")) for k in props)
     assert all("QUILL_CLIENT_CONFIG" not in s.env for s in specs)
     assert not (tmp_path / "tls").exists() and not (tmp_path / "client-admin.properties").exists()
+    assert "enforce.auth" not in (tmp_path / "zookeeper" / "zoo.cfg").read_text()
+    assert "requirepass" not in (tmp_path / "redis" / "redis.conf").read_text()
+    assert not any("QUILL_REDIS_PASSWORD_FILE" in s.env for s in specs)
 
 
 @pytest.mark.parametrize("jwks", ["", "https://idp.example.test/jwks.json"])
@@ -365,12 +399,16 @@ def _kafka_scram(password: str, salt: bytes, iterations: int) -> tuple[bytes, by
 
 
 @pytest.fixture
-def chroot_zk(zookeeper):
+def chroot_zk(secured_zookeeper, tmp_path):
+    """A chroot on the secured ZooKeeper, whose `kafka` password the stack in tmp_path
+    takes as its own (the stack's ZooKeeper would have the stack's)."""
+    secret = secure.password_path(tmp_path, secure.ZOOKEEPER_SECRET)
+    write_private(secret, secured_zookeeper.credentials.password.encode())
     chroot = f"/quill-secure-{uuid.uuid4().hex[:10]}"
-    client = KazooClient(hosts=zookeeper.address, timeout=10)
+    client = zk_client(secured_zookeeper.address, 10, secured_zookeeper.credentials)
     client.start(timeout=30)
     client.ensure_path(chroot)
-    yield zookeeper.address + chroot, client, chroot
+    yield secured_zookeeper.address + chroot, client, chroot
     client.delete(chroot, recursive=True)
     client.stop()
     client.close()
@@ -394,7 +432,7 @@ def test_scram_users_are_written_in_kafkas_format_once(tmp_path, chroot_zk):
     _stack(tmp_path)
     # a quota that an operator set before must stay
     quota = b'{"version":1,"config":{"producer_byte_rate":"1024"}}'
-    zk.create(f"{chroot}/config/users/admin", quota, makepath=True)
+    zk.create(f"{chroot}/config/users/admin", quota, makepath=True, acl=OPEN_ACL_UNSAFE)
     out = _run_users(tmp_path, zk_connect)
     assert "SCRAM users written to /config/users: broker, admin" in out
     for user in ("broker", "admin"):
@@ -412,6 +450,9 @@ def test_scram_users_are_written_in_kafkas_format_once(tmp_path, chroot_zk):
         assert (stored, server) == _kafka_scram(password, salt, 4096)
     admin = json.loads(zk.get(f"{chroot}/config/users/admin")[0])["config"]
     assert admin["producer_byte_rate"] == "1024"
+    # the credentials are the brokers' principal's alone (Kafka's sensitive paths)
+    only_kafka = [ACL(Permissions.ALL, Id("sasl", secure.ZOOKEEPER_USER))]
+    assert zk.get_acls(f"{chroot}/config/users/broker")[0] == only_kafka
     changes = sorted(zk.get_children(f"{chroot}/config/changes"))
     assert len(changes) == 2 and all(re.fullmatch(r"config_change_\d{10}", c) for c in changes)
     paths = {json.loads(zk.get(f"{chroot}/config/changes/{c}")[0])["entity_path"] for c in changes}

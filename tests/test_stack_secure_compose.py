@@ -14,10 +14,13 @@ import uuid
 import pytest
 import yaml
 from cryptography import x509
-from kazoo.client import KazooClient
 
 from broker.cli.common import read_properties_file
+from broker.security.jaas import parse_jaas_file
+from broker.zk.security import zk_client
+from quill_stack import secure
 from quill_stack.services import PROJECT_ROOT
+from quill_stack.state import write_private
 
 FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.secure.yml"]
 SECURE_DIR = "/etc/quill/secure"
@@ -71,7 +74,7 @@ def test_every_broker_listener_is_sasl_ssl_after_secure_init(compose):
         assert env["QUILL_INTER_BROKER_LISTENER_NAME"] in listeners
         assert broker["command"] == ["quill-broker", f"{SECURE_DIR}/broker.properties"]
         assert _mounts(broker)[SECURE_DIR] == "secure-config"
-        assert broker["depends_on"]["secure-init"] == {
+        assert broker["depends_on"]["secure-users"] == {  # which runs after secure-init
             "condition": "service_completed_successfully"
         }
         test = broker["healthcheck"]["test"]
@@ -87,15 +90,68 @@ def test_every_client_gets_the_admin_properties(compose):
         assert _mounts(service)[SECURE_DIR] == "secure-config", name
 
 
-def test_compose_init_makes_a_working_configuration(tmp_path, zookeeper):
+def test_zookeeper_and_redis_take_logins_and_zookeeper_is_not_published(compose):
+    services = compose["services"]
+    zookeeper = services["zookeeper"]
+    assert not zookeeper.get("ports"), "the secure profile publishes ZooKeeper"
+    extra = dict(item.split("=", 1) for item in zookeeper["environment"]["ZOO_CFG_EXTRA"].split())
+    assert secure.ZOOKEEPER_SASL_SETTINGS.items() <= extra.items()
+    jaas = f"{SECURE_DIR}/{secure.ZOOKEEPER_SERVER_JAAS}"
+    assert zookeeper["environment"]["JVMFLAGS"] == f"-Djava.security.auth.login.config={jaas}"
+    assert services["redis"]["command"][:2] == ["redis-server", f"{SECURE_DIR}/{secure.REDIS_CONF}"]
+    assert secure.REDIS_CONF in " ".join(services["redis"]["healthcheck"]["test"])
+    for name in ("zookeeper", "redis"):
+        assert services[name]["depends_on"]["secure-init"] == {
+            "condition": "service_completed_successfully"
+        }
+    client_jaas = f"{SECURE_DIR}/zookeeper-client.jaas"
+    for name in BROKERS:
+        assert services[name]["environment"]["QUILL_JAVA_SECURITY_AUTH_LOGIN_CONFIG"] == client_jaas
+        assert "secure-users" in services[name]["depends_on"]
+    for name in ("worker", "console", "monitor"):
+        env = services[name]["environment"]
+        assert env["QUILL_JAVA_SECURITY_AUTH_LOGIN_CONFIG"] == client_jaas, name
+        assert env["QUILL_REDIS_PASSWORD_FILE"] == f"{SECURE_DIR}/secrets/redis.password", name
+    users = services["secure-users"]["command"]
+    assert users[:4] == ["python", "-m", "quill_stack.secure", "users"]
+
+
+def test_the_plaintext_compose_stack_still_publishes_zookeeper():
+    """`docker-compose up` without -f reads docker-compose.override.yml (scripts/compose.sh
+    names it unless QUILL_SECURITY=sasl_ssl)."""
+    result = subprocess.run(
+        [shutil.which("docker-compose") or "docker-compose", "config"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    ports = yaml.safe_load(result.stdout)["services"]["zookeeper"]["ports"]
+    assert [p["target"] if isinstance(p, dict) else p for p in ports] in ([2181], ["2181:2181"])
+
+
+def test_compose_init_makes_a_working_configuration(tmp_path, secured_zookeeper):
+    argv = [sys.executable, "-m", "quill_stack.secure", "compose-init"]
+    argv += ["--state-dir", str(tmp_path), "--brokers", "3", "--host", "kafka.example"]
+    # the secured ZooKeeper's `kafka` password stands for the one compose-init would make
+    secret = secure.password_path(tmp_path, secure.ZOOKEEPER_SECRET)
+    write_private(secret, secured_zookeeper.credentials.password.encode())
+    subprocess.run(argv, cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=120)
+    server = parse_jaas_file((tmp_path / secure.ZOOKEEPER_SERVER_JAAS).read_text())["Server"]
+    assert server[0].options == {"user_kafka": secured_zookeeper.credentials.password}
+    redis_password = (tmp_path / "secrets" / "redis.password").read_text()
+    assert (tmp_path / secure.REDIS_CONF).read_text() == f'requirepass "{redis_password}"\n'
+    for name in (secure.ZOOKEEPER_SERVER_JAAS, secure.REDIS_CONF, "zookeeper-client.jaas"):
+        assert (tmp_path / name).stat().st_mode & 0o077 == 0, name
+
     chroot = f"/quill-compose-{uuid.uuid4().hex[:10]}"
-    zk = KazooClient(hosts=zookeeper.address, timeout=10)
+    zk = zk_client(secured_zookeeper.address, 10, secured_zookeeper.credentials)
     zk.start(timeout=30)
     zk.ensure_path(chroot)
     try:
-        argv = [sys.executable, "-m", "quill_stack.secure", "compose-init"]
-        argv += ["--state-dir", str(tmp_path), "--zookeeper", zookeeper.address + chroot]
-        argv += ["--brokers", "3", "--host", "kafka.example"]
+        argv = [sys.executable, "-m", "quill_stack.secure", "users", "--state-dir", str(tmp_path)]
+        argv += ["--zookeeper", secured_zookeeper.address + chroot]
         subprocess.run(argv, cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=120)
         users = sorted(zk.get_children(f"{chroot}/config/users"))
         configs = [json.loads(zk.get(f"{chroot}/config/users/{u}")[0]) for u in users]
@@ -113,6 +169,8 @@ def test_compose_init_makes_a_working_configuration(tmp_path, zookeeper):
         assert f'username="broker" password="{broker_password}";' in jaas
     assert props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
     assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["zookeeper.set.acl"] == "true"
+    assert props["java.security.auth.login.config"] == str(tmp_path / "zookeeper-client.jaas")
     keystore = tmp_path / "tls" / "broker.pem"
     assert props["ssl.keystore.location"] == str(keystore)
     ca = x509.load_pem_x509_certificate((tmp_path / "tls" / "ca.crt").read_bytes())

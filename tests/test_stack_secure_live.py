@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import subprocess
 import sys
 import time
@@ -19,11 +20,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.security import ACL, Id, Permissions
 
 from broker.cli.common import read_properties_file
 from broker.security.scram_credentials import ScramCredential
 from broker.zk.client import KafkaZkClient
+from broker.zk.security import ZkCredentials, zk_client
 from quill_stack import client_socket, health, ports
+from quill_stack import secure as secure_stack
+from quill_stack.redis_auth import with_password
+from quill_stack.services import WORKER_NODE
 from tests.ops_stack_helpers import _token, wait_until
 from tests.stack_helpers import quill_stack, stack_env
 
@@ -60,6 +68,10 @@ def secure(tmp_path_factory):
     finally:
         down = quill_stack(env, "down", timeout=200)
         assert down.returncode == 0, down.stdout + down.stderr
+
+
+def _zk_connect(secure) -> str:
+    return f"127.0.0.1:{secure['env']['QUILL_ZK_PORT']}"
 
 
 def _create(conf: dict, topic: str, partitions: int = 1, rf: int = 2) -> None:
@@ -157,7 +169,8 @@ def test_a_plaintext_client_and_a_wrong_password_are_refused(secure):
 def test_a_user_without_acls_is_refused(secure):
     """allow.everyone.if.no.acl.found=false: an authenticated user with no ACL cannot
     write (Kafka's TOPIC_AUTHORIZATION_FAILED)."""
-    zk = KafkaZkClient(f"127.0.0.1:{secure['env']['QUILL_ZK_PORT']}")
+    login = secure_stack.zookeeper_credentials(secure["dir"])
+    zk = KafkaZkClient(_zk_connect(secure), credentials=login, set_acl=True)
     zk.start()
     try:
         credential = ScramCredential.from_password("SCRAM-SHA-512", "alice-secret")
@@ -300,3 +313,52 @@ def test_the_console_adds_a_user_and_an_acl_that_let_exactly_it_write(secure, to
     acl = {"resource_type": "TOPIC", "resource_name": topic, "principal": "User:carol"}
     assert _api(secure, token, "POST", "/security/acls", {**acl, "operation": "WRITE"})[0] == 200
     assert wait_until(lambda: produce() is None, what="carol's write to be allowed")
+
+
+# ---------------------------------------------------------------- ZooKeeper and Redis
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_zookeeper_refuses_anonymous_sessions_and_other_logins(secure):
+    """The attack of issue 25: an anonymous kazoo client wrote /config/users/mallory and
+    an Allow-All ACL. Now its session is closed at its first request; a wrong password
+    never gets a session."""
+    for login in (None, ZkCredentials(secure_stack.ZOOKEEPER_USER, "guess")):
+        client = zk_client(_zk_connect(secure), 5, login, set_acl=False, connection_retry=None)
+        try:
+            with pytest.raises((KazooException, KazooTimeoutError)):
+                client.start(timeout=10)
+                client.create("/config/users/mallory", b'{"version":1,"config":{}}')
+        finally:
+            client.stop()
+            client.close()
+
+
+def test_znodes_are_the_brokers_principals_and_credentials_hidden(secure):
+    conf = {"bootstrap.servers": secure["bootstrap"], **secure["admin"]}
+    topic = f"zkacl-{uuid.uuid4().hex[:6]}"
+    _create(conf, topic)
+    zk = zk_client(_zk_connect(secure), 10, secure_stack.zookeeper_credentials(secure["dir"]))
+    zk.start(timeout=30)
+    try:
+        owner = ACL(Permissions.ALL, Id("sasl", secure_stack.ZOOKEEPER_USER))
+        world_read = ACL(Permissions.READ, Id("world", "anyone"))
+        for path in (f"/brokers/topics/{topic}", f"/brokers/topics/{topic}/partitions/0/state"):
+            assert zk.get_acls(path)[0] == [owner, world_read], path
+        for user in secure_stack.USERS:  # salt, stored_key, server_key: nobody else's
+            assert zk.get_acls(f"/config/users/{user}")[0] == [owner], user
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_redis_refuses_a_client_without_the_password(secure):
+    port = int(secure["env"]["QUILL_REDIS_PORT"])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"PING\r\n")
+        assert sock.recv(100).startswith(b"-NOAUTH")
+    password = (secure["dir"] / "secrets" / "redis.password").read_text()
+    assert health.redis("127.0.0.1", port, password=password) == (True, "PONG")
+    # the worker answers Celery's ping through the same Redis, with the password
+    url = with_password(f"redis://127.0.0.1:{port}/0", password)
+    assert health.celery_worker(url, WORKER_NODE, timeout=10)[0]

@@ -55,14 +55,20 @@ class WireClient:
         return bytes(out)
 
     def request(self, api_key: int, version: int, body: dict):
+        frame = self.request_frame(api_key, version, body)
+        corr, resp = parse_response(api_key, version, frame)
+        assert corr == self.correlation
+        return resp
+
+    def request_frame(self, api_key: int, version: int, body: dict) -> bytes:
+        """The response frame (without its size) to a request, unparsed: for the versions
+        whose responses we encode by hand (Produce v0-v2, Fetch v0-v3)."""
         self.correlation += 1
         req = build(request_schema(api_key, version), body)
         self.send_raw(
             encode_request(RequestHeader(api_key, version, self.correlation, self.client_id), req)
         )
-        corr, resp = parse_response(api_key, version, self.read_frame())
-        assert corr == self.correlation
-        return resp
+        return self.read_frame()
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         self.sock.settimeout(timeout)
@@ -136,9 +142,18 @@ class WireClient:
         return resp.topics[0]
 
     def fetch(
-        self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait: int = 0
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait: int = 0,
+        rack_id: str = "",
+        version: int = 12,
     ):
-        resp = self.fetch_request([(topic, partition, offset)], max_bytes, max_wait)
+        resp = self.fetch_request(
+            [(topic, partition, offset)], max_bytes, max_wait, rack_id=rack_id, version=version
+        )
         return resp.responses[0].partitions[0]
 
     def fetch_request(
@@ -148,9 +163,12 @@ class WireClient:
         max_wait: int = 0,
         session_id: int = 0,
         session_epoch: int = -1,
+        rack_id: str = "",
+        version: int = 12,
     ):
-        """Fetch v12 as a consumer of ``parts`` [(topic, partition, fetch offset)]; the
-        whole response (sessions: KIP-227's session id and epoch)."""
+        """Fetch (v12 unless told) as a consumer of ``parts`` [(topic, partition, fetch
+        offset)]; the whole response (sessions: KIP-227's session id and epoch; rack_id:
+        the consumer's client.rack, KIP-392, v11+)."""
         topics: dict[str, list] = {}
         for topic, partition, offset in parts:
             topics.setdefault(topic, []).append(
@@ -165,7 +183,7 @@ class WireClient:
             )
         return self.request(
             1,
-            12,
+            version,
             {
                 "replica_id": -1,
                 "max_wait": max_wait,
@@ -176,6 +194,6 @@ class WireClient:
                 "session_epoch": session_epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [],
-                "rack_id": "",
+                "rack_id": rack_id,
             },
         )

@@ -20,18 +20,22 @@ import argparse
 import re
 import shlex
 import sys
+from typing import NamedTuple
 
 from . import configs_users
 from .common import (
     CliError,
     ToolParser,
     add_bootstrap,
-    admin_client,
+    client_config,
     cluster_topics,
     read_properties_file,
     result,
     run_tool,
 )
+from .controller_client import ControllerAdmin, broker_request, controller_request
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 
 ENTITY_TYPES = ("topics", "brokers", "users")
 # Kafka splits --add-config on commas that are not inside [...] (lists of values).
@@ -110,7 +114,7 @@ def _run(args) -> int:
             "INVALID_REQUEST",
             f"The entity name for brokers must be a valid integer broker id, but it is: {name}",
         )
-    admin = admin_client(args)
+    admin = ControllerAdmin(client_config(args.bootstrap_server, config_file=args.command_config))
     if entity_type == "users":
         return _run_users(admin, args, name)
     if args.describe:
@@ -159,7 +163,60 @@ def _source_name(source) -> str:
     return "UNKNOWN" if name == "UNKNOWN_CONFIG" else name
 
 
+class _Entry(NamedTuple):
+    """A DescribeConfigs row read off the wire, shaped as confluent_kafka's ConfigEntry."""
+
+    name: str
+    value: str | None
+    source: int
+    is_sensitive: bool
+    synonyms: dict
+
+
+def _default_alter(admin, body: dict) -> None:
+    """The cluster-default broker resource (empty name) goes to any broker, as Kafka's
+    admin client sends it; librdkafka cannot name it, so it goes on the broker's own
+    client (to the controller, which is as good a broker as any)."""
+    _checked(controller_request(admin, INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0])
+
+
+def _checked(entry):
+    if entry.error_code:
+        raise CliError(entry.error_code.name.upper(), entry.error_message or "")
+    return entry
+
+
+def _describe_broker(admin, name: str) -> dict:
+    """DescribeConfigs of a BROKER resource on the broker's own client: librdkafka keeps
+    one synonym per name, and Kafka lists a key once per level (and cannot name the
+    default resource). Broker ``name`` answers for itself; any broker for the default."""
+    body = {
+        "resources": [{"resource_type": 4, "resource_name": name, "configuration_keys": None}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    if name:
+        resp = broker_request(admin, int(name), DESCRIBE_CONFIGS, 4, body)
+    else:
+        resp = controller_request(admin, DESCRIBE_CONFIGS, 4, body)
+    return {
+        c.name: _Entry(
+            c.name,
+            c.value,
+            int(c.config_source),
+            c.is_sensitive,
+            {
+                (s.name, int(s.source)): _Entry(s.name, s.value, int(s.source), c.is_sensitive, {})
+                for s in c.synonyms
+            },
+        )
+        for c in _checked(resp.results[0]).configs
+    }
+
+
 def _fetch(admin, entity_type: str, name: str) -> dict:
+    if entity_type == "brokers":
+        return _describe_broker(admin, name)
     resource = _resource(entity_type, name)
     return result(admin.describe_configs([resource])[resource])
 
@@ -239,6 +296,13 @@ def _alter(admin, args, entity_type: str, name: str) -> int:
     unknown = [k for k in deletes if k not in dynamic]
     if unknown:
         raise CliError("INVALID_CONFIG", f"Invalid config(s): {','.join(unknown)}")
+    if entity_type == "brokers" and name == "":
+        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in adds.items()]
+        ops += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
+        resource = {"resource_type": 4, "resource_name": "", "configs": ops}
+        _default_alter(admin, {"resources": [resource], "validate_only": False})
+        print("Completed updating default config for brokers in the cluster.")
+        return 0
     resource = _resource(entity_type, name)
     for key, value in adds.items():
         resource.add_incremental_config(

@@ -1,5 +1,6 @@
 """Requests that only the controller answers (AlterPartitionReassignments,
-ListPartitionReassignments, ElectLeaders), for the operator tools.
+ListPartitionReassignments, ElectLeaders), or that one named broker must answer
+(DescribeConfigs of its BROKER resource), for the operator tools.
 
 The tools find the controller as Kafka's admin client does (Metadata / DescribeCluster,
 here through confluent_kafka) and send the request there with the broker's own Kafka
@@ -84,6 +85,23 @@ def controller_request(
             return response
         time.sleep(1.0)
     raise CliError("NOT_CONTROLLER", "The controller kept moving; try again.")
+
+
+def broker_request(
+    admin, broker_id: int, api_key: int, version: int, body: dict, timeout: float = 30.0
+) -> Any:
+    """Send ``body`` to broker ``broker_id`` (found through DescribeCluster); the response."""
+    from .common import result
+
+    cluster = result(admin.describe_cluster(request_timeout=timeout), timeout)
+    node = next((n for n in cluster.nodes if n.id == broker_id), None)
+    if node is None:
+        raise CliError("BROKER_NOT_AVAILABLE", f"Broker {broker_id} is not in the cluster.")
+    security = getattr(admin, "security", None)
+    try:
+        return asyncio.run(_send(node.host, node.port, api_key, version, body, timeout, security))
+    except (ConnectionClosed, OSError, TimeoutError) as exc:
+        raise CliError("NETWORK_EXCEPTION", f"Broker {broker_id}: {exc}") from None
 
 
 async def _send(

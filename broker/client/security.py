@@ -12,8 +12,10 @@ holds them:
   (``principal=... scope=...``) and ``enable.sasl.oauthbearer.unsecure.jwt``;
 * Java: ``sasl.jaas.config`` (its ``username=``/``password=``, or OAuthBearerLoginModule's
   ``unsecuredLogin*`` options),
-  ``ssl.truststore.location``/``ssl.truststore.certificates`` and
-  ``ssl.keystore.location`` in PEM (``ssl.*.type=PEM``).
+  ``ssl.truststore.location`` of ``ssl.truststore.type`` JKS (Java's default), PKCS12
+  (with ``ssl.truststore.password``) or PEM, read into ``ssl_cadata`` for JKS and
+  PKCS12; ``ssl.truststore.certificates``; ``ssl.keystore.location`` in PEM
+  (``ssl.keystore.type=PEM``).
 
 Other ``ssl.``/``sasl.`` keys are refused with the key named (a key we accept is a key
 we honour); keys of other kinds (``bootstrap.servers``, ``client.id``) are left to the
@@ -27,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..security.jaas import parse_jaas_config
-from ..security.ssl_factory import client_context
+from ..security.keystores import KeyStoreError
+from ..security.ssl_factory import client_context, truststore_cadata
 from .oauthbearer import OAuthConfigError, UnsecuredLogin
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -41,18 +44,21 @@ _KEYS = {
     "sasl.username": "username",
     "sasl.password": "password",
     "ssl.ca.location": "ssl_cafile",
-    "ssl.truststore.location": "ssl_cafile",
-    "ssl.truststore.certificates": "ssl_cadata",
     "ssl.certificate.location": "ssl_certfile",
     "ssl.keystore.location": "ssl_certfile",  # PEM: key and chain in one file
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_key_password",
 }
-_PEM_TYPES = ("ssl.truststore.type", "ssl.keystore.type")
 _OTHER_KEYS = (
     "sasl.jaas.config",
     "sasl.oauthbearer.config",
     "enable.sasl.oauthbearer.unsecure.jwt",
+)
+_TRUSTSTORE_KEYS = (
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
 )
 
 
@@ -157,14 +163,24 @@ class ClientSecurity:
                 values["ssl_check_hostname"] = value.lower() == "https"
             elif key == "enable.ssl.certificate.verification":
                 values["ssl_verify"] = value.lower() != "false"
-            elif key in _PEM_TYPES:
+            elif key == "ssl.keystore.type":
                 if value.upper() != "PEM":
                     raise ClientSecurityError(f"{key}={value} is not supported; use PEM")
+            elif key in _TRUSTSTORE_KEYS:
+                continue  # read below, together
             elif key.startswith(("ssl.", "sasl.")):
                 raise ClientSecurityError(
                     f"unsupported client security property {key}; supported: "
-                    f"{', '.join(sorted({*_KEYS, *_OTHER_KEYS, *_PEM_TYPES}))}"
+                    f"{', '.join(sorted({*_KEYS, *_OTHER_KEYS, *_TRUSTSTORE_KEYS}))}"
                 )
+        try:
+            cafile, cadata = truststore_cadata({k: props.get(k) for k in _TRUSTSTORE_KEYS})
+        except KeyStoreError as exc:
+            raise ClientSecurityError(str(exc)) from None
+        if cafile is not None:
+            values["ssl_cafile"] = cafile
+        if cadata is not None:
+            values["ssl_cadata"] = cadata
         if "security_protocol" in values:
             values["security_protocol"] = str(values["security_protocol"]).upper()
         if values.get("sasl_mechanism"):

@@ -563,6 +563,18 @@ class Controller:
                 if state is not None:
                     self._reconcile(topic, partition, replicas, state, live, unclean_ok)
 
+    def set_unclean_default(self, enabled: bool) -> None:
+        """The broker default of unclean.leader.election.enable changed (a dynamic broker
+        config). Turned on, offline partitions get their unclean election now, as Kafka's
+        KafkaController.enableDefaultUncleanLeaderElection does."""
+        was, self.unclean_default = self.unclean_default, enabled
+        if enabled and not was:
+            self._events.put(("unclean_enabled",))
+
+    def _on_unclean_enabled(self) -> None:
+        if self.epoch is not None:
+            self._on_brokers(self.zk.zk.get_children(BrokerIdsZNode.path))
+
     def _unclean_allowed(self, topic: str) -> bool:
         value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
         if value is None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from broker.log.config import LONG_MAX, LogConfig
-from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from broker.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -22,6 +22,7 @@ from broker.protocol.records import (
 
 __all__ = [
     "LogAppendInfo",
+    "check_keys",
     "check_timestamps",
     "follower_batches",
     "maybe_recompress",
@@ -60,6 +61,36 @@ def check_timestamps(records, headers: Sequence[BatchHeader], config: LogConfig,
                     f"Timestamp {ts} of message with offset {record.offset} is out of range. "
                     f"The timestamp should be within [{now - before}, {now + after}]",
                 )
+
+
+def check_keys(records, headers: Sequence[BatchHeader], topic_partition: str) -> None:
+    """A compacted topic takes only records with a key (Kafka's LogValidator.validateKey):
+    the cleaner keeps the latest record per key, so a keyless one would be dropped after
+    it was acknowledged. Every keyless record is named (its index in its batch); the
+    append fails whole with INVALID_RECORD. Control batches (transaction markers) are
+    written by the broker and always keyed."""
+    errors = []
+    for h in headers:
+        if h.is_control:
+            continue
+        batch = memoryview(records)[h.position : h.position + h.size]
+        for index, record in enumerate(decode_records(batch)):
+            if record.key is None:
+                errors.append(
+                    (
+                        index,
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {topic_partition}.",
+                    )
+                )
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise RecordValidationError(
+            ErrorCode.invalid_record,
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
 
 
 def producer_batches(headers: Sequence[BatchHeader], first_offset: int, append_time: int | None):

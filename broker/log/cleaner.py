@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,11 @@ class LogToClean:
     first_uncleanable: int  # aligned to a segment's base offset
     clean_bytes: int
     cleanable_bytes: int
-    need_compaction_now: bool = False
+    compaction_delay_ms: int = 0  # past max.compaction.lag.ms (Kafka's maxCompactionDelayMs)
+
+    @property
+    def need_compaction_now(self) -> bool:
+        return self.compaction_delay_ms > 0
 
     @property
     def cleanable_ratio(self) -> float:
@@ -101,7 +106,11 @@ class LogCleaner:
     enabled: bool = True
     backoff_ms: int = 15000
     dedupe_buffer_size: int = 128 * 1024 * 1024
+    #: log.cleaner.io.max.bytes.per.second: bytes read plus written per second, on
+    #: average; a pass that moved N bytes holds the next one back N / rate seconds
+    io_max_bytes_per_second: float = float("inf")
     last_idle_ms: int = field(default=-(1 << 62))
+    throttled_until_ms: float = 0
     stats: CleanerStats = field(default_factory=CleanerStats)
     uncleanable: set[TopicPartition] = field(default_factory=set)
     # partitions a "compact now" request holds (rolled, waiting for their high watermark):
@@ -112,6 +121,9 @@ class LogCleaner:
     last_cleaned_ms: dict[TopicPartition, int] = field(default_factory=dict)
     last_recopy_ratio: float = 0.0  # bytes written / bytes read by the last pass
     last_clean_secs: float = 0.0
+    last_buffer_utilization: float = 0.0  # the last pass's offset map: entries / slots
+    last_run_ms: int = field(default_factory=lambda: _now())  # the last look for work
+    max_compaction_delay_ms: int = 0  # of the last look, over the compacted logs
 
     # -- checkpoints --------------------------------------------------------------------
     def _checkpoint(self, log_dir: Path) -> OffsetCheckpointFile:
@@ -144,7 +156,11 @@ class LogCleaner:
     # -- choosing a log --------------------------------------------------------------------
     def due(self, now_ms: int) -> bool:
         """Whether maybe_clean would look at the logs now (enabled, backoff over)."""
-        return self.enabled and now_ms - self.last_idle_ms >= self.backoff_ms
+        return (
+            self.enabled
+            and now_ms - self.last_idle_ms >= self.backoff_ms
+            and now_ms >= self.throttled_until_ms
+        )
 
     def maybe_clean(self, logs: dict[TopicPartition, Log], now_ms: int | None = None) -> bool:
         """Clean the filthiest log if any is due; True if one was cleaned."""
@@ -155,20 +171,42 @@ class LogCleaner:
         if cleanable is None:
             self.last_idle_ms = now
             return False
+        moved = self.stats.bytes_read + self.stats.bytes_written
         try:
             end = self.clean(cleanable, now)
         except Exception:  # as Kafka: mark the partition uncleanable, keep the broker
             log.exception("cleaning %s-%d failed; it is now uncleanable", *cleanable.tp)
             self.uncleanable.add(cleanable.tp)
             return False
+        finally:
+            moved = self.stats.bytes_read + self.stats.bytes_written - moved
+            self.throttled_until_ms = now + moved * 1000 / self.io_max_bytes_per_second
         self.update_checkpoint(cleanable.log.dir.parent, cleanable.tp, end)
         self.last_cleaned_ms[cleanable.tp] = _now()
         return True
+
+    def uncleanable_bytes(self, get_log: Callable[[str, int], Log | None]) -> dict[str, int]:
+        """Kafka's LogCleanerManager uncleanable-bytes: per log dir, the cleanable bytes
+        of the partitions the cleaner gave up on (0 for every dir when there are none)."""
+        out = {str(d): 0 for d in self.log_dirs}
+        if not self.uncleanable:
+            return out
+        checkpoints, now = self.checkpoints(), _now()
+        for tp in list(self.uncleanable):
+            lg = get_log(*tp)
+            if lg is None:
+                continue
+            first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
+            size = _log_to_clean(tp, lg, first_dirty, uncleanable, now).cleanable_bytes
+            out[str(lg.dir.parent)] = out.get(str(lg.dir.parent), 0) + size
+        return out
 
     def grab_filthiest(self, logs: dict[TopicPartition, Log], now: int) -> LogToClean | None:
         checkpoints = self.checkpoints()
         best = None
         self.dirty_ratios = ratios = {}
+        self.last_run_ms = now
+        delays = [0]
         for tp, lg in logs.items():
             if not lg.config.compact or lg.closed or tp in self.uncleanable:
                 continue
@@ -177,6 +215,7 @@ class LogCleaner:
             first_dirty, uncleanable = cleanable_offsets(lg, checkpoints.get(tp), now)
             cleanable = _log_to_clean(tp, lg, first_dirty, uncleanable, now)
             ratios[tp] = cleanable.cleanable_ratio
+            delays.append(cleanable.compaction_delay_ms)
             if cleanable.clean_bytes + cleanable.cleanable_bytes == 0:
                 continue
             due = (cleanable.need_compaction_now and cleanable.cleanable_bytes > 0) or (
@@ -184,6 +223,7 @@ class LogCleaner:
             )
             if due and (best is None or cleanable.cleanable_ratio > best.cleanable_ratio):
                 best = cleanable
+        self.max_compaction_delay_ms = max(delays)
         return best
 
     # -- on request (Quill's "compact now", /admin/compact/<topic>) ---------------------------
@@ -245,6 +285,7 @@ class LogCleaner:
         max_entries = int(self.dedupe_buffer_size / ENTRY_BYTES * LOAD_FACTOR)
         offset_map = OffsetMap(max_entries)
         build_offset_map(lg, cleanable.first_dirty, cleanable.first_uncleanable, offset_map)
+        self.last_buffer_utilization = len(offset_map) / (self.dedupe_buffer_size / ENTRY_BYTES)
         end = offset_map.latest_offset + 1
         segments = [s for s in lg.segments if s.base_offset < end]
         active = {pid: e.last_data_offset for pid, e in lg.producer_state.producers.items()}
@@ -349,10 +390,8 @@ def _log_to_clean(tp, lg: Log, first_dirty: int, uncleanable: int, now: int) -> 
     boundary = next(iter(_segments_from(lg, uncleanable)), lg.active_segment).base_offset
     clean_bytes = sum(s.size for s in lg.segments if s.base_offset < first_dirty)
     dirty = _overlapping(lg, min(first_dirty, boundary), boundary)
-    need_now = _max_compaction_delay(lg, first_dirty, now) > 0
-    return LogToClean(
-        tp, lg, first_dirty, boundary, clean_bytes, sum(s.size for s in dirty), need_now
-    )
+    delay = _max_compaction_delay(lg, first_dirty, now)
+    return LogToClean(tp, lg, first_dirty, boundary, clean_bytes, sum(s.size for s in dirty), delay)
 
 
 def _max_compaction_delay(lg: Log, first_dirty: int, now: int) -> int:

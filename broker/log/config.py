@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -192,8 +192,28 @@ def _throttled_replicas(key: str, value: tuple[str, ...]) -> None:
     )
 
 
+#: Kafka 3.x's MetadataVersion: each release and how many inter-broker protocol
+#: versions ("-IVn") it had; message.format.version takes any of them (KIP-724: with
+#: inter.broker.protocol.version 3.0 or later, which is ours, the value is accepted and
+#: ignored: the log is always written in format v2).
+_METADATA_VERSIONS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+    "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2,
+    "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4,
+    "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5,
+}  # fmt: skip
+_VERSION_STRINGS = set(_METADATA_VERSIONS) | {
+    f"{release}-IV{n}" for release, count in _METADATA_VERSIONS.items() for n in range(count)
+}
+
+
 def _version(key: str, value: str) -> None:
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", value):
+    """Kafka's MetadataVersion.fromVersionString: "0.10.0", "0.10.0-IV1", "2.8", and
+    longer spellings cut to the release ("0.10.0.0", "2.8.1")."""
+    segments = value.split(".")
+    wanted = 3 if value.startswith("0.") else 2
+    short = value if len(segments) <= wanted else ".".join(segments[:wanted])
+    if short not in _VERSION_STRINGS:
         raise _invalid(key, value, f"Version `{value}` is not a valid version")
 
 
@@ -296,21 +316,68 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _unset(raw: Any) -> bool:
+    return raw is None or (isinstance(raw, str) and raw.strip() == "")
+
+
+def _shown(key: str, broker_key: str, raw: Any) -> str:
+    try:
+        return _fmt(TOPIC_CONFIG_KEYS[key].parse(broker_key, raw))
+    except KafkaError:  # an overridden level's value: shown as written
+        return str(raw)
+
+
+def _layered_synonyms(
+    layers: Sequence[tuple[ConfigSource, Mapping[str, Any]]],
+) -> dict[str, tuple[tuple[str, str, ConfigSource], ...]]:
+    """Per topic key, every broker synonym set at each level, level by level (Kafka's
+    ConfigHelper.configSynonyms order)."""
+    out: dict[str, tuple[tuple[str, str, ConfigSource], ...]] = {}
+    for key, synonyms in BROKER_SYNONYMS.items():
+        found = tuple(
+            (broker_key, _shown(key, broker_key, props[broker_key]), source)
+            for source, props in layers
+            for broker_key, _factor in synonyms
+            if not _unset(props.get(broker_key))
+        )
+        if found:
+            out[key] = found
+    return out
+
+
 def _attr(key: str) -> str:
     return key.replace(".", "_")
 
 
 def _default_synonym(key: str) -> tuple[str, str | None, ConfigSource]:
     """Kafka names a topic config's default by its broker key, in that key's unit
-    (``retention.ms`` -> ``log.retention.hours=168``)."""
+    (``retention.ms`` -> ``log.retention.hours=168``): of several broker keys, only the
+    last has a default in Kafka's KafkaConfig (log.retention.ms, log.roll.ms, ... are null)."""
     default = getattr(_KAFKA_DEFAULTS, _attr(key))
-    broker = BROKER_SYNONYMS.get(key)
-    if not broker:
-        return key, _fmt(default), ConfigSource.DEFAULT_CONFIG
-    name, factor = broker[-1]
+    name, factor = BROKER_SYNONYMS[key][-1]
     if factor != 1 and isinstance(default, int) and default % factor == 0:
         default = default // factor
     return name, _fmt(default), ConfigSource.DEFAULT_CONFIG
+
+
+def _broker_synonyms(
+    key: str, layered: tuple[tuple[str, str, ConfigSource], ...]
+) -> list[tuple[str, str | None, ConfigSource]]:
+    """Kafka's ConfigHelper.configSynonyms for a topic key: the broker keys set at each
+    level (``layered``: per-broker dynamic, cluster-default dynamic, server.properties),
+    then the broker default, all dropped up to the first named by
+    the key's own broker key (``log.retention.ms`` for ``retention.ms``). That drop, made
+    for listener overrides, also drops ``log.retention.hours``: a broker that sets no
+    ``log.retention.ms`` lists no synonym for ``retention.ms``, as Kafka."""
+    if key not in BROKER_SYNONYMS:
+        return []  # Kafka's TopicConfigSynonyms has none (the throttled replicas lists)
+    found: list[tuple[str, str | None, ConfigSource]] = list(layered)
+    found.append(_default_synonym(key))
+    primary = BROKER_SYNONYMS[key][0][0]
+    for i, (name, _value, _source) in enumerate(found):
+        if name == primary:
+            return found[i:]
+    return []
 
 
 @dataclass(frozen=True)
@@ -356,8 +423,14 @@ class LogConfig:
 
     #: topic keys set as topic overrides (source DYNAMIC_TOPIC_CONFIG), with raw values
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-    #: topic key -> (broker key, raw value) for values taken from server.properties
-    broker_values: Mapping[str, tuple[str, str]] = field(
+    #: topic key -> the (broker key, raw value) pairs server.properties sets for it, in
+    #: Kafka's priority order (the first one is the value)
+    broker_values: Mapping[str, tuple[tuple[str, str], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    #: topic key -> its broker synonyms set at each level, Kafka's order (per-broker
+    #: dynamic, cluster-default dynamic, static server.properties): (key, value, source)
+    broker_synonyms: Mapping[str, tuple[tuple[str, str, ConfigSource], ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -388,19 +461,32 @@ class LogConfig:
         return config
 
     @classmethod
-    def from_broker_props(cls, broker_props: Mapping[str, Any]) -> LogConfig:
+    def from_broker_props(
+        cls,
+        broker_props: Mapping[str, Any],
+        dynamic: Sequence[tuple[ConfigSource, Mapping[str, Any]]] = (),
+    ) -> LogConfig:
         """The default LogConfig of a broker, from its server.properties (Kafka's
         broker-level names such as log.segment.bytes, log.retention.hours,
-        message.max.bytes), using the first synonym that is set."""
+        message.max.bytes), using the first synonym that is set. ``dynamic``: the
+        dynamic broker configs over them, most specific first (KIP-226)."""
+        layers = [*dynamic, (ConfigSource.STATIC_BROKER_CONFIG, broker_props)]
+        merged: dict[str, Any] = {}
+        for _source, props in reversed(layers):
+            merged.update(props)
         values: dict[str, Any] = {}
-        used: dict[str, tuple[str, str]] = {}
+        used: dict[str, tuple[tuple[str, str], ...]] = {}
         for key, synonyms in BROKER_SYNONYMS.items():
             spec = TOPIC_CONFIG_KEYS[key]
+            found = []
             for broker_key, factor in synonyms:
-                raw = broker_props.get(broker_key)
-                if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+                raw = merged.get(broker_key)
+                if _unset(raw):
                     continue
                 value = spec.parse(broker_key, raw)
+                found.append((broker_key, _fmt(value)))
+                if len(found) > 1:
+                    continue  # the first one set is the value; the others are synonyms
                 if factor != 1:
                     value = value * factor
                 if key == "retention.ms" and value < 0:
@@ -408,9 +494,11 @@ class LogConfig:
                 if spec.check is not None:
                     spec.check(broker_key, value)
                 values[_attr(key)] = value
-                used[key] = (broker_key, _fmt(spec.parse(broker_key, raw)))
-                break
-        config = dataclasses.replace(cls(), broker_values=used, **values)
+            if found:
+                used[key] = tuple(found)
+        config = dataclasses.replace(
+            cls(), broker_values=used, broker_synonyms=_layered_synonyms(layers), **values
+        )
         config._check_combined()
         return config
 
@@ -500,14 +588,10 @@ class LogConfig:
         """One row per topic key: value, Kafka config source, and synonyms."""
         rows = []
         for key, spec in TOPIC_CONFIG_KEYS.items():
-            synonyms: list[tuple[str, str | None, ConfigSource]] = []
+            synonyms = _broker_synonyms(key, self.broker_synonyms.get(key, ()))
             if key in self.overrides:
-                synonyms.append((key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            if key in self.broker_values:
-                broker_key, raw = self.broker_values[key]
-                synonyms.append((broker_key, raw, ConfigSource.STATIC_BROKER_CONFIG))
-            synonyms.append(_default_synonym(key))
-            source = synonyms[0][2]
+                synonyms.insert(0, (key, self.overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
             rows.append(
                 ConfigDescription(
                     name=key,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from broker.log.append import (
     LogAppendInfo,
+    check_keys,
     check_timestamps,
     follower_batches,
     maybe_recompress,
@@ -228,6 +229,8 @@ class Log(LogTransactions):
         append_time = now if config.log_append_time else None
         if append_time is None:
             check_timestamps(records, headers, config, now)
+        if config.compact:  # the config of this append: a topic altered to compact checks now
+            check_keys(records, headers, f"{self.topic}-{self.partition}")
         pending, duplicate = self.producer_state.check_append(
             producer_batches(headers, self._leo, append_time), check_sequence
         )

@@ -120,6 +120,7 @@ class LogManager:
         cleaner_enable: bool = True,
         cleaner_backoff_ms: int = 15000,
         cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024,
+        cleaner_io_max_bytes_per_second: float = float("inf"),
         recovery_threads_per_data_dir: int = 1,
         now_ms: int | None = None,
     ) -> None:
@@ -135,6 +136,7 @@ class LogManager:
             enabled=cleaner_enable,
             backoff_ms=cleaner_backoff_ms,
             dedupe_buffer_size=cleaner_dedupe_buffer_size,
+            io_max_bytes_per_second=cleaner_io_max_bytes_per_second,
         )
         self._logs: dict[TopicPartition, Log] = {}
         self.failure_channel = LogDirFailureChannel()
@@ -191,6 +193,9 @@ class LogManager:
         for arg, key in intervals.items():
             if key in props and arg not in kwargs:
                 kwargs[arg] = int(props[key])
+        rate = props.get("log.cleaner.io.max.bytes.per.second")
+        if rate is not None and "cleaner_io_max_bytes_per_second" not in kwargs:
+            kwargs["cleaner_io_max_bytes_per_second"] = float(rate)
         if "log.cleaner.enable" in props and "cleaner_enable" not in kwargs:
             kwargs["cleaner_enable"] = str(props["log.cleaner.enable"]).strip().lower() == "true"
         if "broker.id" in props and "broker_id" not in kwargs and int(props["broker.id"]) >= 0:

@@ -100,6 +100,11 @@ class BrokerCollector(Collector):
                 family.add_metric([topic], value)
             family.add_sample(name + "_total", {}, total)
             yield family
+        yield CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_nokeycompactedtopicrecords",
+            "Keyless records refused by compacted topics (NoKeyCompactedTopicRecordsPerSec)",
+            value=self.metrics.topics.no_key_compacted,
+        )
 
     # -- kafka.network:type=RequestMetrics -----------------------------------------------
     def _request_metrics(self) -> Iterator[Metric]:
@@ -199,6 +204,19 @@ class BrokerCollector(Collector):
         for log_dir, count in sorted(counts.items()):
             by_dir.add_metric([log_dir], count)
         yield by_dir
+        by_bytes = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_uncleanable_bytes",
+            "Cleanable bytes of the partitions the cleaner gave up on",
+            labels=["logDirectory"],
+        )
+        for log_dir, size in sorted(cleaner.uncleanable_bytes(logs.get_log).items()):
+            by_bytes.add_metric([log_dir], size)
+        yield by_bytes
+        yield gauge(
+            "kafka_log_logcleaner_deadthreadcount",
+            "Dead cleaner threads: none can die, the cleaner runs in the log manager's tick",
+            0,
+        )
         yield gauge(
             "kafka_log_logcleaner_cleaner_recopy_percent",
             "Bytes rewritten / bytes read by the last clean, percent",
@@ -208,6 +226,21 @@ class BrokerCollector(Collector):
             "kafka_log_logcleaner_max_clean_time_secs",
             "Duration of the last clean",
             cleaner.last_clean_secs,
+        )
+        yield gauge(
+            "kafka_log_logcleaner_max_buffer_utilization_percent",
+            "Offset map use of the last clean, percent",
+            100.0 * cleaner.last_buffer_utilization,
+        )
+        yield gauge(
+            "kafka_log_logcleaner_max_compaction_delay_secs",
+            "Longest time a compacted log is past its max.compaction.lag.ms",
+            cleaner.max_compaction_delay_ms / 1000.0,
+        )
+        yield gauge(
+            "kafka_log_logcleanermanager_time_since_last_run_ms",
+            "Since the cleaner last looked for a log to clean",
+            max(time.time() * 1000 - cleaner.last_run_ms, 0),
         )
         yield from self._cleaner_partitions(cleaner, logs)
 

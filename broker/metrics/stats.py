@@ -96,6 +96,9 @@ class BrokerTopicStats:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicStats] = {}
+        # Kafka's all-topics NoKeyCompactedTopicRecordsPerSec: keyless records refused by
+        # a compacted topic (each is one of the refused appends' record_errors)
+        self.no_key_compacted = 0
 
     def _get(self, topic: str) -> TopicStats:
         stats = self.topics.get(topic)
@@ -110,6 +113,8 @@ class BrokerTopicStats:
         if result.error:
             if result.error not in NOT_COUNTED_AS_FAILED:
                 stats.failed_produce += 1
+            if result.record_errors:
+                self.no_key_compacted += len(result.record_errors)
             return
         stats.messages_in += result.last_offset - result.base_offset + 1
         stats.bytes_in += size
@@ -156,7 +161,12 @@ class RequestStats:
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names
         self.counts: dict[tuple[int, int], int] = {}
+        # as Kafka's RequestChannel.Metrics: every served API's timers from start-up (a
+        # fresh broker's dashboards show zeros); the per-version counts come with traffic,
+        # as Kafka's RequestsPerSec meters do
         self.timers: dict[str, tuple[Histogram, ...]] = {}
+        for name in (*names.values(), "FetchConsumer", "FetchFollower"):
+            self._timers(name)
 
     def _timers(self, name: str) -> tuple[Histogram, ...]:
         timers = self.timers.get(name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError"]
+__all__ = ["ErrorCode", "KafkaError", "RecordValidationError"]
 
 
 class KafkaError(Exception):
@@ -23,3 +23,13 @@ class KafkaError(Exception):
 
     def __repr__(self) -> str:
         return f"KafkaError({self.code.name}, {self.message!r})"
+
+
+class RecordValidationError(KafkaError):
+    """Kafka's RecordValidationException: records of an append refused one by one.
+    ``record_errors`` are (batch index, message) pairs, the Produce response's
+    record_errors (v8+); the append as a whole fails with ``code``."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(code, message)
+        self.record_errors = record_errors

@@ -3,7 +3,8 @@
 kio would need the record bytes in memory; here each partition's records are left as
 an opaque object (the caller's file region) between encoded byte parts, so the socket
 layer can send them with sendfile. Only the length of the records is needed here.
-Versions 4 to 12 (12 is the first flexible one).
+Versions 0 to 12 (12 is the first flexible one): v0 has no throttle time, v0-v3 no
+last stable offset or aborted transactions, v4 no log start offset.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, hw, lso, log start
 _PARTITION_HEAD_V4 = struct.Struct(">ihqq")  # v4 has no log start offset
+_PARTITION_HEAD_V0 = struct.Struct(">ihq")  # v0-v3: index, error, hw
 
 
 class PartitionData(NamedTuple):
@@ -63,7 +65,8 @@ def encode_fetch_response(
     head = bytearray(_I32.pack(correlation_id))
     if flexible:
         head += b"\0"  # response header v1 tagged fields
-    head += _I32.pack(throttle_ms)
+    if version >= 1:
+        head += _I32.pack(throttle_ms)
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
     head += _array_len(len(topics), flexible)
@@ -73,28 +76,11 @@ def encode_fetch_response(
         buf += _string(name, flexible)
         buf += _array_len(len(partitions), flexible)
         for p in partitions:
-            buf += (
-                _PARTITION_HEAD.pack(
-                    p.partition,
-                    p.error_code,
-                    p.high_watermark,
-                    p.last_stable_offset,
-                    p.log_start_offset,
-                )
-                if version >= 5
-                else _PARTITION_HEAD_V4.pack(
-                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset
-                )
-            )
-            aborted = p.aborted_transactions
-            if aborted is None:
-                buf += b"\0" if flexible else _I32.pack(-1)
+            if version < 4:
+                buf += _PARTITION_HEAD_V0.pack(p.partition, p.error_code, p.high_watermark)
             else:
-                buf += _array_len(len(aborted), flexible)
-                for producer_id, first_offset in aborted:
-                    buf += _I64.pack(producer_id) + _I64.pack(first_offset)
-                    if flexible:
-                        buf += b"\0"
+                buf += _partition_head(version, p)
+                buf += _aborted(p.aborted_transactions, flexible)
             if version >= 11:
                 buf += _I32.pack(p.preferred_read_replica)
             if p.records is None:
@@ -120,3 +106,24 @@ def encode_fetch_response(
     total += len(buf)
     parts[0] = _I32.pack(total) + parts[0]
     return parts
+
+
+def _partition_head(version: int, p: PartitionData) -> bytes:
+    if version >= 5:
+        return _PARTITION_HEAD.pack(
+            p.partition, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
+        )
+    return _PARTITION_HEAD_V4.pack(
+        p.partition, p.error_code, p.high_watermark, p.last_stable_offset
+    )
+
+
+def _aborted(aborted: list[tuple[int, int]] | None, flexible: bool) -> bytes:
+    if aborted is None:
+        return b"\0" if flexible else _I32.pack(-1)
+    buf = bytearray(_array_len(len(aborted), flexible))
+    for producer_id, first_offset in aborted:
+        buf += _I64.pack(producer_id) + _I64.pack(first_offset)
+        if flexible:
+            buf += b"\0"
+    return bytes(buf)

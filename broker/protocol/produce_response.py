@@ -1,4 +1,4 @@
-"""Produce response encoder (v3-v9), by hand.
+"""Produce response encoder (v0-v9), by hand.
 
 Every produce request gets one, and with linger.ms=0 a producer sends one request per
 record or two: a profile of three brokers under an acks=all, linger 0 producer showed
@@ -7,8 +7,8 @@ quarter of the broker's busy time. Here each partition is one struct call. Check
 for byte against kio in tests/test_protocol_produce_response.py.
 
 Layout (Kafka's ProduceResponse.json): responses [name, partition_responses [index,
-error_code, base_offset, log_append_time_ms, log_start_offset (v5+), record_errors and
-error_message (v8+), tagged fields (v9+)]], then throttle_time_ms; v9 is flexible
+error_code, base_offset, log_append_time_ms (v2+), log_start_offset (v5+), record_errors and
+error_message (v8+), tagged fields (v9+)]], then throttle_time_ms (v1+); v9 is flexible
 (compact strings and arrays, tagged fields).
 """
 
@@ -19,7 +19,8 @@ import struct
 from .fetch_response import _array_len, _string
 
 _I32 = struct.Struct(">i")
-_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_V0 = struct.Struct(">ihq")  # index, error, base offset
+_V3 = struct.Struct(">ihqq")  # ... and log append time (v2+)
 _V5 = struct.Struct(">ihqqq")  # ... and log start offset
 
 
@@ -44,7 +45,7 @@ def encode_produce_response(version: int, correlation_id: int, body: dict) -> by
     builds: ``{"responses": [{"name", "partition_responses": [{"index", "error_code",
     "base_offset", "log_append_time", "log_start_offset", "error_message"?,
     "record_errors"?}]}], "throttle_time"}``."""
-    if not 3 <= version <= 9:
+    if not 0 <= version <= 9:
         raise ValueError(f"Produce v{version} is not encoded here")
     flexible = version >= 9
     tail = b"\0" if flexible else b""
@@ -66,14 +67,17 @@ def encode_produce_response(version: int, correlation_id: int, body: dict) -> by
                     p["log_append_time"],
                     p["log_start_offset"],
                 )
-            else:
+            elif version >= 2:
                 out += _V3.pack(p["index"], p["error_code"], p["base_offset"], p["log_append_time"])
+            else:
+                out += _V0.pack(p["index"], p["error_code"], p["base_offset"])
             if version >= 8:
                 out += _record_errors(p.get("record_errors") or [], flexible)
                 out += _nullable_string(p.get("error_message"), flexible)
             out += tail
         out += tail
-    out += _I32.pack(body.get("throttle_time", 0))
+    if version >= 1:
+        out += _I32.pack(body.get("throttle_time", 0))
     out += tail
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)

@@ -391,6 +391,7 @@ class ReplicaFetcher:
         hw = min(p.high_watermark, log_.log_end_offset)
         if hw > log_.high_watermark:
             log_.high_watermark = hw
+            part.parked.wake()  # consumers reading from this follower (KIP-392)
         if p.log_start_offset > log_.log_start_offset and p.log_start_offset <= log_.high_watermark:
             log_.maybe_increment_log_start_offset(p.log_start_offset)
         return True

@@ -18,11 +18,13 @@ from ..aio import await_future
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from ..protocol.legacy_records import legacy_magic, up_convert
 from .counts import Counts, PartitionCounts
 from .expiry import ExpiryBuckets
 from .fetcher import ReplicaFetcherManager
 from .partition import DelayedProduce, Partition, PartitionState, now_ms
+from .selector import Selector
 from .throttle import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ class ProduceResult:
     last_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] | None = None  # (batch index, message): INVALID_RECORD
 
 
 @dataclass(slots=True)
@@ -50,6 +53,8 @@ class FetchResult:
     region: object = None  # a FetchSlice from the log (fd, position, size) or None
     size: int = 0
     aborted: list | None = None  # (producer id, first offset): read_committed only
+    preferred_read_replica: int = -1  # KIP-392: read there instead (no records here)
+    hw_news: bool = False  # a follower's fetch brings it a HW it has not heard: answer now
 
 
 class ReplicaManager:
@@ -87,6 +92,10 @@ class ReplicaManager:
         #: replica.lag.time.max.ms, not on every tick (Partition.isr_check_due: the live one)
         self._isr_checks: list[tuple[int, int, tuple[str, int]]] = []
         self._max_lag_ms: int | None = None
+        #: replica.selector.class (KIP-392); None: consumers read from the leader
+        self.replica_selector: Selector | None = None
+        #: a live broker's registration (with its ``rack``), None when it is not alive
+        self.live_broker: Callable[[int], object | None] = lambda broker_id: None
 
     # -- leadership listeners (the group coordinator) ---------------------------------
     def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
@@ -123,6 +132,7 @@ class ReplicaManager:
             part = Partition(topic, index, self.broker_id)
             self.partitions[key] = part
             self.on_partitions_changed(False)
+        part.followers_hear_hw = self.replica_selector is not None
         if part.log is None:
             part.log = self.logs.get_or_create_log(topic, index, self.topic_config(topic))
         if part.log.offline:  # Kafka answers KAFKA_STORAGE_ERROR: no leading, no following
@@ -242,8 +252,11 @@ class ReplicaManager:
         *,
         acks: int = 1,
         zstd_allowed: bool = True,
+        legacy_allowed: bool = False,
         coordinator: bool = False,
     ) -> ProduceResult:
+        """``legacy_allowed``: Produce v0-v2, whose message sets of magic 0/1 are
+        converted up to one v2 batch first (Kafka's LogValidator)."""
         try:
             part = self.get_partition(topic, index)
             log_ = part.require_leader()
@@ -256,7 +269,10 @@ class ReplicaManager:
                 )
             if not records:
                 raise KafkaError(ErrorCode.invalid_record, "empty record set")
-            headers = rec.validate_produce(records, max_message_bytes=log_.config.max_message_bytes)
+            max_bytes = log_.config.max_message_bytes
+            if legacy_allowed and legacy_magic(records) is not None:
+                records = up_convert(records, max_message_bytes=max_bytes)
+            headers = rec.validate_produce(records, max_message_bytes=max_bytes)
             if not zstd_allowed and any(h.compression == ZSTD for h in headers):
                 raise KafkaError(
                     ErrorCode.unsupported_compression_type,
@@ -266,7 +282,11 @@ class ReplicaManager:
         except KafkaError as exc:
             if exc.code not in (ErrorCode.not_leader_or_follower,):
                 log.info("produce to %s-%d refused: %s", topic, index, exc.message)
-            return ProduceResult(exc.code, exc.message)
+            return ProduceResult(
+                exc.code,
+                exc.message,
+                record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else None,
+            )
         return ProduceResult(
             base_offset=info.first_offset,
             last_offset=info.last_offset,
@@ -285,13 +305,27 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         isolation_committed: bool = False,
         min_one_message: bool = True,
+        client_rack: str | None = None,
     ) -> FetchResult:
+        """A consumer's read, up to the HW (or the last stable offset). ``client_rack``:
+        the Fetch request's rack_id from v11 on ("" when unset), None before; with it
+        a follower serves the read too, up to its own HW (KIP-392), and a leader with
+        a replica selector may answer with a preferred read replica instead of records."""
         try:
             part = self.get_partition(topic, index)
-            log_ = part.require_leader()
+            log_ = part.require_leader() if client_rack is None else part.require_replica()
             part.check_leader_epoch(current_leader_epoch)
             hw = log_.high_watermark
             lso = log_.last_stable_offset
+            if client_rack is not None and part.is_leader:
+                preferred = self.preferred_read_replica(part, client_rack, offset)
+                if preferred >= 0:  # as Kafka: no read, the offsets only
+                    return FetchResult(
+                        high_watermark=hw,
+                        last_stable_offset=lso,
+                        log_start_offset=log_.log_start_offset,
+                        preferred_read_replica=preferred,
+                    )
             upper = lso if isolation_committed else hw
             if offset < log_.log_start_offset or offset > log_.log_end_offset:
                 raise KafkaError(
@@ -321,6 +355,17 @@ class ReplicaManager:
             aborted=aborted,
         )
 
+    def preferred_read_replica(self, part: Partition, client_rack: str, offset: int) -> int:
+        """Kafka's findPreferredReadReplica: the replica the selector picks among the
+        leader and the in-sync, alive followers that hold ``offset``; -1 for the
+        leader itself (or without a selector)."""
+        selector = self.replica_selector
+        if selector is None:
+            return -1
+        leader, views = part.replica_views(offset, self.live_broker, now_ms())
+        chosen = selector(client_rack, leader, views)
+        return -1 if chosen.broker_id == self.broker_id else chosen.broker_id
+
     def append_marker(
         self, topic: str, index: int, pid: int, epoch: int, coordinator_epoch: int, commit: bool
     ) -> ProduceResult:
@@ -337,9 +382,20 @@ class ReplicaManager:
         return ProduceResult(base_offset=info.first_offset, last_offset=info.last_offset)
 
     def read_for_follower(
-        self, replica_id: int, topic: str, index: int, offset: int, max_bytes: int, epoch: int
+        self,
+        replica_id: int,
+        topic: str,
+        index: int,
+        offset: int,
+        max_bytes: int,
+        epoch: int,
+        log_start_offset: int = -1,
     ) -> FetchResult:
-        """A follower's fetch: its fetch offset is its LEO; read up to our LEO, not HW."""
+        """A follower's fetch: its fetch offset is its LEO; read up to our LEO, not HW.
+        ``log_start_offset``: the follower's (Fetch v5+), for the replica selector.
+        With a replica selector, a fetch that brings the follower a HW it has not
+        heard is answered at once (Kafka's followerNeedsHwUpdate): its consumers
+        read up to that HW."""
         try:
             part = self.get_partition(topic, index)
             log_ = part.require_leader()
@@ -350,8 +406,9 @@ class ReplicaManager:
                     f"follower {replica_id} fetch offset {offset} is outside "
                     f"[{log_.log_start_offset}, {log_.log_end_offset}]",
                 )
-            if part.update_follower(replica_id, offset):
+            if part.update_follower(replica_id, offset, log_start_offset):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
+            hw_news = part.hw_sent_to(replica_id) and self.replica_selector is not None
             throttled = replica_id not in part.state.isr and is_throttled(
                 log_.config.leader_replication_throttled_replicas, index, self.broker_id
             )
@@ -368,6 +425,7 @@ class ReplicaManager:
             log_start_offset=log_.log_start_offset,
             region=region,
             size=region.size if region is not None else 0,
+            hw_news=hw_news,
         )
 
     def follower_idle(self, replica_id: int, topic: str, sp, now: int, session=None) -> bool:

@@ -14,6 +14,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
 from .expiry import ExpiryBuckets
+from .selector import ReplicaView
 
 _TIE = itertools.count()  # orders delayed produces waiting on the same offset
 
@@ -137,6 +139,8 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1
+    log_start_offset: int = -1  # as its fetches say (Fetch v5+); -1: not told
+    last_sent_hw: int = -1  # the HW our last answer to it carried (Kafka's lastSentHighWatermark)
 
 
 @dataclass
@@ -154,6 +158,9 @@ class Partition:
     #: appends, not on HW moves (it hears the HW with its next data, or at its max wait)
     parked: ParkedFetches = field(default_factory=ParkedFetches)
     parked_followers: ParkedFetches = field(default_factory=ParkedFetches)
+    #: a replica selector is set (KIP-392): followers serve consumers up to their HW, so
+    #: a HW move wakes the parked follower fetches too, to tell them at once
+    followers_hear_hw: bool = False
     #: follower id -> its fetch session where this partition rests (FetchSession.resting):
     #: the follower counts as caught up at that session's last fetch until we change
     _resting: dict[int, Any] = field(default_factory=dict)
@@ -182,6 +189,15 @@ class Partition:
         if self.pending_isr is not None:
             isr |= set(self.pending_isr)
         return isr
+
+    def require_replica(self) -> Log:
+        """A consumer's fetch from v11 on (KIP-392): the leader or a follower serves it."""
+        if self.state is None or self.log is None:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {self.broker_id} is not a replica of {self.topic}-{self.index}",
+            )
+        return self.log
 
     def require_leader(self) -> Log:
         if not self.is_leader or self.log is None:
@@ -223,9 +239,10 @@ class Partition:
         return info
 
     # -- follower tracking (leader side) ---------------------------------------------------
-    def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
-        """A follower fetched from ``fetch_offset``: that is its LEO. Returns True when
-        the follower should join the ISR."""
+    def update_follower(self, replica_id: int, fetch_offset: int, log_start: int = -1) -> bool:
+        """A follower fetched from ``fetch_offset``: that is its LEO (``log_start``: its
+        log start offset, -1 when not told). Returns True when the follower should join
+        the ISR."""
         follower = self.followers.get(replica_id)
         if follower is None:
             if self.state is None or replica_id not in self.state.replicas:
@@ -242,6 +259,8 @@ class Partition:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         moved = fetch_offset != follower.log_end_offset
         follower.log_end_offset = fetch_offset
+        if log_start >= 0:
+            follower.log_start_offset = log_start
         follower.last_fetch_ms = now
         follower.last_fetch_leader_leo = leo
         if moved:  # else the HW's inputs are as they were (appends and ISR changes check it)
@@ -253,6 +272,37 @@ class Partition:
         if pending is not None and replica_id in pending:
             return False
         return fetch_offset >= self.log.high_watermark and self._reached_current_epoch(fetch_offset)
+
+    def hw_sent_to(self, replica_id: int) -> bool:
+        """Our answer to follower ``replica_id`` carries our HW: True when it had not
+        heard it yet."""
+        follower = self.followers.get(replica_id)
+        hw = self.log.high_watermark
+        if follower is None or follower.last_sent_hw >= hw:
+            return False
+        follower.last_sent_hw = hw
+        return True
+
+    def replica_views(
+        self, offset: int, live_broker: Callable[[int], Any], now: int
+    ) -> tuple[ReplicaView, list[ReplicaView]]:
+        """What a replica selector may choose from for a consumer at ``offset``, as
+        Kafka's findPreferredReadReplica offers it: the leader (us), and the followers
+        that are in the ISR, alive (``live_broker`` returns their registration) and
+        hold the offset. Returns (leader, all of them)."""
+        me = live_broker(self.broker_id)
+        leader = ReplicaView(self.broker_id, getattr(me, "rack", None), self.log.log_end_offset, 0)
+        views = [leader]
+        for b in self.state.isr:
+            follower = self.followers.get(b)
+            if b == self.broker_id or follower is None:
+                continue
+            info = live_broker(b)
+            if info is None or not follower.log_start_offset <= offset <= follower.log_end_offset:
+                continue
+            since = max(0, now - self.caught_up_ms(b, follower))
+            views.append(ReplicaView(b, info.rack, follower.log_end_offset, since))
+        return leader, views
 
     def follower_idle(
         self, replica_id: int, offset: int, epoch: int, heard_hw: int, heard_start: int, now: int
@@ -373,6 +423,8 @@ class Partition:
             if self._resting:
                 self._wake_resting()  # the follower has not heard this HW: not idle now
             self.parked.wake()  # consumers read up to the HW
+            if self.followers_hear_hw:
+                self.parked_followers.wake()  # their consumers read up to it (KIP-392)
 
     # -- delayed operations ------------------------------------------------------------------
     def add_delayed_produce(self, offset: int, op: DelayedProduce, slot: int) -> None:

@@ -1,30 +1,66 @@
-r"""TLS contexts from Kafka's PEM key and trust store settings (Python's ``ssl``).
+r"""TLS contexts from Kafka's key and trust store settings (Python's ``ssl``).
 
-Keystore: ``ssl.keystore.location`` (a PEM file holding the private key and the
-certificate chain) or ``ssl.keystore.certificate.chain`` + ``ssl.keystore.key`` (the PEM
-text itself), the key optionally encrypted with ``ssl.key.password``. Truststore:
-``ssl.truststore.location`` (a PEM file of CA certificates) or
-``ssl.truststore.certificates`` (their PEM text). Only ``PEM`` store types are read:
-JKS and PKCS12 are Java's, and refused with the key named. PEM text from a properties
-file may have lost its line breaks (a ``\`` continuation joins the lines, as Java's
-Properties does); it is re-wrapped before OpenSSL reads it.
+Keystore: ``ssl.keystore.location`` of ``ssl.keystore.type`` JKS (Kafka's default),
+PKCS12 (both opened with ``ssl.keystore.password``, a JKS key with ``ssl.key.password``)
+or PEM (a file holding the private key and the certificate chain, the key optionally
+encrypted with ``ssl.key.password``); or ``ssl.keystore.certificate.chain`` +
+``ssl.keystore.key`` (PEM text, type PEM). Truststore: ``ssl.truststore.location`` of
+``ssl.truststore.type`` JKS, PKCS12 (``ssl.truststore.password``) or PEM (CA
+certificates), or ``ssl.truststore.certificates`` (PEM text). See ``keystores``.
+
+A leaf certificate signed with SHA-1, which OpenSSL's default security level refuses
+(CA_MD_TOO_WEAK) and Java accepts, is accepted as Kafka does, with a warning: the
+context's security level is lowered to 0. PEM text from a properties file may have lost
+its line breaks (a ``\`` continuation joins the lines, as Java's Properties does); it is
+re-wrapped before OpenSSL reads it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
 import tempfile
 import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from .keystores import (
+    KeyStoreError,
+    keystore_pem,
+    pem_chain,
+    store_type,
+    truststore_pem,
+    weak_signature,
+)
+
+log = logging.getLogger(__name__)
+
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+# Python's default cipher string, at security level 0 (SHA-1 signatures allowed)
+_LEVEL_0_CIPHERS = (
+    "@SECLEVEL=0:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:DHE+AES:!aNULL:!eNULL:!aDSS:!SHA1:!AESCCM"
+)
 
 
 class SslConfigError(ValueError):
     """A TLS setting the broker (or a client) cannot use; the message names the key."""
+
+
+def _accept_weak_leaf(ctx: ssl.SSLContext, chain, what: str) -> None:
+    weak = weak_signature(chain)
+    if weak is None:
+        return
+    log.warning(
+        "%s: the certificate %s is signed with %s, which OpenSSL refuses by default; "
+        "accepted as Kafka accepts it (reissue it with SHA-256)",
+        what,
+        chain[0].subject.rfc4514_string(),
+        weak,
+    )
+    ctx.set_ciphers(_LEVEL_0_CIPHERS)
 
 
 def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str) -> bool:
@@ -32,25 +68,39 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str
     chain = settings.get("ssl.keystore.certificate.chain")
     key = settings.get("ssl.keystore.key")
     password = settings.get("ssl.key.password") or None
-    kind = (settings.get("ssl.keystore.type") or "PEM").upper()
-    if (location or chain) and kind != "PEM":
-        raise SslConfigError(f"{prefix}ssl.keystore.type={kind} is not supported; use PEM")
     try:
-        if location:
-            ctx.load_cert_chain(location, password=password)
-            return True
+        kind = store_type(settings.get("ssl.keystore.type"), f"{prefix}ssl.keystore.type")
         if chain or key:
+            if kind != "PEM":
+                raise SslConfigError(
+                    f"{prefix}ssl.keystore.certificate.chain and {prefix}ssl.keystore.key "
+                    f"need {prefix}ssl.keystore.type=PEM"
+                )
             if not (chain and key):
                 raise SslConfigError(
                     f"{prefix}ssl.keystore.certificate.chain and {prefix}ssl.keystore.key "
                     "go together"
                 )
-            _load_pem_text(ctx, chain, key, password)
+            _accept_weak_leaf(ctx, pem_chain(normalize_pem(chain)), f"{prefix}ssl.keystore")
+            _load_pem_text(ctx, normalize_pem(key) + normalize_pem(chain), password)
             return True
+        if not location:
+            return False
+        if kind == "PEM":
+            text = Path(location).read_text(errors="replace")
+            _accept_weak_leaf(ctx, pem_chain(text), f"{prefix}ssl.keystore.location={location}")
+            ctx.load_cert_chain(location, password=password)
+            return True
+        store_password = settings.get("ssl.keystore.password") or None
+        text, certs = keystore_pem(location, kind, store_password, password, prefix)
+        _accept_weak_leaf(ctx, certs, f"{prefix}ssl.keystore.location={location}")
+        _load_pem_text(ctx, text, None)
+        return True
+    except KeyStoreError as exc:
+        raise SslConfigError(str(exc)) from None
     except (OSError, ssl.SSLError) as exc:
         what = f"{prefix}ssl.keystore.location={location}" if location else f"{prefix}ssl.keystore"
         raise SslConfigError(f"cannot load the key and certificate of {what}: {exc}") from None
-    return False
 
 
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
@@ -67,33 +117,49 @@ def normalize_pem(text: str) -> str:
     return "".join(blocks) or text
 
 
-def _load_pem_text(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+def _load_pem_text(ctx: ssl.SSLContext, text: str, password: str | None) -> None:
     """ssl reads key and chain from files only: a private temporary file, removed at once."""
     fd, path = tempfile.mkstemp(suffix=".pem")
     try:
         with os.fdopen(fd, "w") as out:
-            out.write(normalize_pem(key) + normalize_pem(chain))
+            out.write(text)
         ctx.load_cert_chain(path, password=password)
     finally:
         os.unlink(path)
 
 
-def _load_truststore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str) -> bool:
+def truststore_cadata(
+    settings: Mapping[str, Any], prefix: str = ""
+) -> tuple[str | None, str | None]:
+    """(CA file, CA PEM text) of ``ssl.truststore.*``, (None, None) when unset."""
     location = settings.get("ssl.truststore.location")
     certificates = settings.get("ssl.truststore.certificates")
-    kind = (settings.get("ssl.truststore.type") or "PEM").upper()
-    if (location or certificates) and kind != "PEM":
-        raise SslConfigError(f"{prefix}ssl.truststore.type={kind} is not supported; use PEM")
+    kind = store_type(settings.get("ssl.truststore.type"), f"{prefix}ssl.truststore.type")
+    if certificates:
+        if kind != "PEM":
+            raise KeyStoreError(
+                f"{prefix}ssl.truststore.certificates needs {prefix}ssl.truststore.type=PEM"
+            )
+        return None, normalize_pem(certificates)
+    if not location:
+        return None, None
+    if kind == "PEM":
+        return location, None
+    password = settings.get("ssl.truststore.password") or None
+    return None, truststore_pem(location, kind, password, prefix)
+
+
+def _load_truststore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str) -> bool:
     try:
-        if location:
-            ctx.load_verify_locations(cafile=location)
-            return True
-        if certificates:
-            ctx.load_verify_locations(cadata=normalize_pem(certificates))
-            return True
+        cafile, cadata = truststore_cadata(settings, prefix)
+        if cafile is None and cadata is None:
+            return False
+        ctx.load_verify_locations(cafile=cafile, cadata=cadata)
+        return True
+    except KeyStoreError as exc:
+        raise SslConfigError(str(exc)) from None
     except (OSError, ssl.SSLError) as exc:
         raise SslConfigError(f"cannot load {prefix}ssl.truststore: {exc}") from None
-    return False
 
 
 def server_context(settings: Mapping[str, Any], prefix: str = "") -> ssl.SSLContext:
@@ -102,7 +168,7 @@ def server_context(settings: Mapping[str, Any], prefix: str = "") -> ssl.SSLCont
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if not _load_keystore(ctx, settings, prefix):
         raise SslConfigError(
-            f"a TLS listener needs {prefix}ssl.keystore.location (PEM key and certificates) "
+            f"a TLS listener needs {prefix}ssl.keystore.location (JKS, PKCS12 or PEM) "
             f"or {prefix}ssl.keystore.certificate.chain and {prefix}ssl.keystore.key"
         )
     client_auth = (settings.get("ssl.client.auth") or "none").lower()

@@ -42,16 +42,16 @@ log = logging.getLogger(__name__)
 
 # api key -> (name, min version, max version)
 SUPPORTED: dict[int, tuple[str, int, int]] = {
-    0: ("Produce", 3, 9),
-    1: ("Fetch", 4, 12),
+    0: ("Produce", 0, 9),  # v0-v2: message sets v0/v1, converted up (legacy_records.py)
+    1: ("Fetch", 0, 12),  # v0-v3: answered in message format v0/v1, converted down
     2: ("ListOffsets", 0, 7),  # v0 by hand (kio has v1+): Burrow and other sarama tools
     3: ("Metadata", 0, 12),
     4: ("LeaderAndIsr", 4, 4),
     5: ("StopReplica", 3, 3),
     6: ("UpdateMetadata", 7, 7),
     7: ("ControlledShutdown", 3, 3),
-    8: ("OffsetCommit", 2, 9),
-    9: ("OffsetFetch", 1, 8),  # v8: groups[]; v9+ is KIP-848's member epochs
+    8: ("OffsetCommit", 0, 9),  # v0: offsets in ZooKeeper, as Kafka 3.x in ZooKeeper mode
+    9: ("OffsetFetch", 0, 8),  # v0: from ZooKeeper; v8: groups[]; v9+ is KIP-848
     10: ("FindCoordinator", 0, 4),  # v4: batched keys
     11: ("JoinGroup", 0, 9),
     12: ("Heartbeat", 0, 4),
@@ -61,22 +61,22 @@ SUPPORTED: dict[int, tuple[str, int, int]] = {
     16: ("ListGroups", 0, 5),
     17: ("SaslHandshake", *HANDSHAKE_VERSIONS),
     18: ("ApiVersions", 0, 3),
-    19: ("CreateTopics", 2, 7),
-    20: ("DeleteTopics", 1, 6),
+    19: ("CreateTopics", 0, 7),
+    20: ("DeleteTopics", 0, 6),
     21: ("DeleteRecords", 0, 2),
     22: ("InitProducerId", 0, 4),
-    23: ("OffsetForLeaderEpoch", 2, 4),
+    23: ("OffsetForLeaderEpoch", 0, 4),
     24: ("AddPartitionsToTxn", 0, 3),  # v4 is KIP-890's batched verification
     25: ("AddOffsetsToTxn", 0, 3),
     26: ("EndTxn", 0, 3),
-    27: ("WriteTxnMarkers", 1, 1),  # kio has no v0 (Kafka 4 dropped it); v2 is KIP-890
+    27: ("WriteTxnMarkers", 0, 1),  # v2 is KIP-890
     28: ("TxnOffsetCommit", 0, 3),
-    29: ("DescribeAcls", 1, 3),  # kio has no v0; clients ask v1+
-    30: ("CreateAcls", 1, 3),
-    31: ("DeleteAcls", 1, 3),
-    32: ("DescribeConfigs", 1, 4),
+    29: ("DescribeAcls", 0, 3),  # v0: LITERAL patterns only
+    30: ("CreateAcls", 0, 3),
+    31: ("DeleteAcls", 0, 3),
+    32: ("DescribeConfigs", 0, 4),
     33: ("AlterConfigs", 0, 2),
-    35: ("DescribeLogDirs", 1, 4),
+    35: ("DescribeLogDirs", 0, 4),
     36: ("SaslAuthenticate", *AUTHENTICATE_VERSIONS),
     37: ("CreatePartitions", 0, 3),
     42: ("DeleteGroups", 0, 2),

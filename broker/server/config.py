@@ -17,6 +17,8 @@ from typing import Any
 
 from ..log.config import BROKER_SYNONYMS, LogConfig
 from ..protocol.errors import KafkaError
+from ..replica.selector import selector_for
+from ..zk.security import ZkSecurityError, read_client_credentials
 from .connection_quotas import ConfigValueError, parse_ip_overrides
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,12 @@ def _int(text: str) -> int:
     return int(text.strip())
 
 
+def _replica_selector(text: str) -> str | None:
+    """One of the selector classes Kafka ships that we have (replica/selector.py)."""
+    selector_for(text)  # ValueError naming the ones we have
+    return text.strip() or None
+
+
 KEYS: dict[str, Key] = {
     k.name: k
     for k in [
@@ -79,6 +87,14 @@ KEYS: dict[str, Key] = {
             "Time to wait for ZooKeeper at start (default: zookeeper.session.timeout.ms)",
             1,
         ),
+        Key("zookeeper.set.acl", _bool, False, "Create znodes with secure ACLs (SASL login)"),
+        Key(
+            "java.security.auth.login.config",
+            str,
+            None,
+            "JAAS file whose Client section logs in to ZooKeeper (Kafka's JVM property)",
+        ),
+        Key("zookeeper.sasl.clientconfig", str, "Client", "JAAS section for ZooKeeper"),
         Key("num.partitions", _int, 1, "Default partition count of auto-created topics", 1),
         Key("default.replication.factor", _int, 1, "Default replication factor", 1),
         Key("auto.create.topics.enable", _bool, True, "Create topics on first Metadata request"),
@@ -151,6 +167,12 @@ KEYS: dict[str, Key] = {
         Key("log.cleaner.enable", _bool, True, "Run the log cleaner (compaction)"),
         Key("log.cleaner.backoff.ms", _int, 15000, "Sleep of the cleaner when nothing is dirty", 0),
         Key("log.cleaner.dedupe.buffer.size", _int, 134217728, "Memory of the cleaner's key map"),
+        Key(
+            "log.cleaner.io.max.bytes.per.second",
+            float,
+            1.7976931348623157e308,  # Kafka's Double.MAX_VALUE: no throttle
+            "Bytes/s the cleaner reads plus writes, on average",
+        ),
         Key("log.cleaner.delete.retention.ms", _int, 86400000, "Tombstone retention (compact)"),
         Key("log.cleaner.min.cleanable.ratio", float, 0.5, "Dirty ratio that triggers cleaning"),
         Key("log.cleaner.min.compaction.lag.ms", _int, 0, "Records younger are not compacted"),
@@ -159,6 +181,12 @@ KEYS: dict[str, Key] = {
         Key("replica.fetch.max.bytes", _int, 1048576, "Bytes per partition a follower fetches", 1),
         Key("replica.fetch.wait.max.ms", _int, 500, "Longest a follower fetch waits", 0),
         Key("replica.fetch.response.max.bytes", _int, 10485760, "Largest follower fetch", 1),
+        Key(
+            "replica.selector.class",
+            _replica_selector,
+            None,
+            "KIP-392: where consumers with client.rack read (RackAwareReplicaSelector)",
+        ),
         Key(
             "replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint interval", 1
         ),
@@ -254,8 +282,15 @@ KEYS: dict[str, Key] = {
         Key("sasl.oauthbearer.sub.claim.name", str, "sub", "The claim naming the principal"),
         Key("sasl.oauthbearer.scope.claim.name", str, "scope", "The claim with the scopes"),
         Key("sasl.oauthbearer.clock.skew.seconds", _int, 30, "Allowed clock skew", 0),
-        Key("ssl.keystore.type", str, "JKS", "PEM only (JKS and PKCS12 are Java's)"),
-        Key("ssl.keystore.location", str, None, "PEM file with the private key and certificates"),
+        Key("ssl.keystore.type", str, "JKS", "JKS, PKCS12 or PEM"),
+        Key("ssl.keystore.location", str, None, "Keystore file: the private key and its chain"),
+        Key(
+            "ssl.keystore.password",
+            str,
+            None,
+            "Password of a JKS or PKCS12 keystore",
+            sensitive=True,
+        ),
         Key(
             "ssl.keystore.certificate.chain",
             str,
@@ -264,9 +299,10 @@ KEYS: dict[str, Key] = {
             sensitive=True,
         ),
         Key("ssl.keystore.key", str, None, "PEM private key (text)", sensitive=True),
-        Key("ssl.key.password", str, None, "Password of an encrypted private key", sensitive=True),
-        Key("ssl.truststore.type", str, "JKS", "PEM only"),
-        Key("ssl.truststore.location", str, None, "PEM file of trusted CA certificates"),
+        Key("ssl.key.password", str, None, "Password of the private key", sensitive=True),
+        Key("ssl.truststore.type", str, "JKS", "JKS, PKCS12 or PEM"),
+        Key("ssl.truststore.location", str, None, "Truststore file: the trusted CA certificates"),
+        Key("ssl.truststore.password", str, None, "Password of the truststore", sensitive=True),
         Key(
             "ssl.truststore.certificates",
             str,
@@ -379,7 +415,32 @@ class BrokerConfig:
         check_security(self)
         self._validate_connection_limits()
         self._validate_log_defaults()
+        rate = self.values["log.cleaner.io.max.bytes.per.second"]
+        if not rate > 0:  # the cleaner divides by it
+            raise ConfigError(
+                f"Invalid value {rate} for configuration log.cleaner.io.max.bytes.per.second: "
+                "Value must be above 0"
+            )
         self._validate_authorizer()
+        self.zookeeper_credentials = self._zookeeper_credentials()
+
+    def _zookeeper_credentials(self):
+        """The broker's SASL login to ZooKeeper (None: anonymous); refused at start-up
+        when the JAAS file is unusable or zookeeper.set.acl=true has no login to name
+        the znodes' owner (as Kafka refuses it)."""
+        jaas = self.values["java.security.auth.login.config"]
+        try:
+            creds = None
+            if jaas:
+                creds = read_client_credentials(jaas, self.values["zookeeper.sasl.clientconfig"])
+        except ZkSecurityError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.values["zookeeper.set.acl"] and creds is None:
+            raise ConfigError(
+                "zookeeper.set.acl is true, but java.security.auth.login.config names no "
+                "JAAS file with a ZooKeeper client login; set it or set zookeeper.set.acl=false"
+            )
+        return creds
 
     def _validate_authorizer(self) -> None:
         from ..security.authorizer import AclAuthorizer, AuthorizerConfigError  # noqa: PLC0415

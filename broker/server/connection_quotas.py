@@ -73,6 +73,16 @@ class ConnectionQuotas:
         self.per_ip: Counter[str] = Counter()
         self._slot_freed = asyncio.Event()
 
+    def reconfigure(
+        self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int]
+    ) -> None:
+        """New limits (dynamic broker configs): they count for the next connection;
+        those open stay, as in Kafka. An acceptor waiting for a slot looks again."""
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides)
+        self._slot_freed.set()
+
     def limit_for(self, ip: str) -> int:
         return self.per_ip_overrides.get(ip, self.max_per_ip)
 

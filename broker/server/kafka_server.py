@@ -28,6 +28,7 @@ from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
+from ..replica.selector import selector_for
 from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
 from ..security.credential_cache import CredentialCache
@@ -38,6 +39,7 @@ from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from .handlers.fetch_session import FetchSessionCache
 from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
@@ -51,13 +53,18 @@ log = logging.getLogger(__name__)
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.default_log_config = LogConfig.from_broker_props(config.raw)
+        self.dynamic = DynamicBrokerConfig(config.broker_id, config.raw)
+        self.default_log_config = self.dynamic.log_config()
         self.topic_overrides: dict[str, dict[str, str]] = {}
-        self.broker_dynamic: dict[str, dict[str, str]] = {}
         self.controller_epoch_seen = 0  # the newest controller this broker has heard from
         self.metadata_ready = asyncio.Event()  # set by the first UpdateMetadata
         self.cache = MetadataCache(config.broker_id)
-        self.zk = KafkaZkClient(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"])
+        self.zk = KafkaZkClient(
+            config["zookeeper.connect"],
+            config["zookeeper.session.timeout.ms"],
+            config.zookeeper_credentials,
+            config["zookeeper.set.acl"],
+        )
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.heap: HeapFreezer | None = None
@@ -163,26 +170,55 @@ class KafkaServer:
             except TimeoutError:
                 log.warning("no UpdateMetadata from a controller yet; answering from what is known")
 
-    # -- dynamic broker configs (replication throttles) -------------------------------------
+    # -- dynamic broker configs (KIP-226) ----------------------------------------------------
     def on_broker_config(self, entity: str, config: dict[str, str]) -> None:
-        self.broker_dynamic[entity] = config
+        """/config/brokers/<id> or <default> changed (a watch, or read at start-up)."""
+        if self.dynamic.update(entity, config):
+            log.info(
+                "dynamic broker config now: broker %s, cluster default %s",
+                self.dynamic.per_broker,
+                self.dynamic.default,
+            )
+            self._apply_dynamic()
+
+    def _load_dynamic(self) -> None:
+        """At start-up, before the logs load: both levels from ZooKeeper (zk thread)."""
+        for entity in (str(self.config.broker_id), DEFAULT_ENTITY):
+            self.dynamic.update(entity, self.zk.get_entity_config("brokers", entity))
+
+    def _apply_dynamic(self) -> None:
+        """Put the effective dynamic configs to work, as Kafka's reconfigurables do."""
+        dyn = self.dynamic
+        old, self.default_log_config = self.default_log_config, dyn.log_config()
+        if self.controller is not None:
+            self.controller.set_unclean_default(
+                self.default_log_config.unclean_leader_election_enable
+            )
+        self.sockets.quotas.reconfigure(
+            dyn.value("max.connections"),
+            dyn.value("max.connections.per.ip"),
+            dyn.value("max.connections.per.ip.overrides"),
+        )
+        if self.logs is None or self.replicas is None:
+            return
+        self.logs.default_config = self.default_log_config
+        self.logs.cleaner.backoff_ms = dyn.value("log.cleaner.backoff.ms")
+        self.logs.cleaner.dedupe_buffer_size = dyn.value("log.cleaner.dedupe.buffer.size")
+        self.logs.cleaner.io_max_bytes_per_second = dyn.value("log.cleaner.io.max.bytes.per.second")
+        self.logs.recovery_threads = max(1, dyn.value("num.recovery.threads.per.data.dir"))
         for key, quota in (
             ("leader.replication.throttled.rate", self.replicas.leader_quota),
             ("follower.replication.throttled.rate", self.replicas.follower_quota),
         ):
-            value, _source = self.dynamic_broker_config(key)
+            value, _source = dyn.get(key)
             quota.rate = int(value) if value is not None else UNTHROTTLED
-        log.info("dynamic broker config now %s", self.broker_dynamic)
-
-    def dynamic_broker_config(self, key: str) -> tuple[str | None, int]:
-        """(value, DescribeConfigs source): this broker's, else the cluster default."""
-        mine = self.broker_dynamic.get(str(self.config.broker_id), {})
-        if key in mine:
-            return mine[key], 2  # DYNAMIC_BROKER_CONFIG
-        default = self.broker_dynamic.get("<default>", {})
-        if key in default:
-            return default[key], 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
-        return None, 5
+        if self.default_log_config != old:  # topics without an override take the new default
+            topics = {tp[0] for tp, _ in self.logs.all_logs()} | set(self.topic_overrides)
+            for topic in sorted(topics):
+                try:
+                    self.replicas.update_topic_config(topic, self.topic_log_config(topic))
+                except KafkaError as exc:
+                    log.error("topic %s keeps its config: %s", topic, exc.message)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -195,7 +231,8 @@ class KafkaServer:
         self.cache.cluster_id = cluster_id
         if self.authorizer is not None:  # before the listeners open: no request goes unchecked
             await asyncio.to_thread(self.authorizer.start, self.zk.zk)
-        props = dict(cfg.raw, **{"log.dirs": ",".join(cfg.log_dirs)})
+        await asyncio.to_thread(self._load_dynamic)  # the logs load with the dynamic defaults
+        props = dict(self.dynamic.merged(), **{"log.dirs": ",".join(cfg.log_dirs)})
         self.logs = await asyncio.to_thread(
             LogManager.from_broker_props, props, broker_id=cfg.broker_id, cluster_id=cluster_id
         )
@@ -213,6 +250,9 @@ class KafkaServer:
             self._write_isr,
             self._in_metadata,
         )
+        self.replicas.replica_selector = selector_for(cfg["replica.selector.class"])
+        self.replicas.live_broker = lambda b: self.cache.brokers.get(b)  # replaced on updates
+        self._apply_dynamic()
         self.heap = HeapFreezer(loop)
         self.replicas.on_partitions_changed = self.heap.partitions_changed
         self.group_coordinator = GroupCoordinator(
@@ -256,7 +296,7 @@ class KafkaServer:
             self.zk,
             cfg.broker_id,
             channel=ControllerChannel(loop, cfg.broker_id, self.inter_broker_security),
-            unclean_default=cfg["unclean.leader.election.enable"],
+            unclean_default=self.default_log_config.unclean_leader_election_enable,
             auto_rebalance=cfg["auto.leader.rebalance.enable"],
             imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
             imbalance_percentage=cfg["leader.imbalance.per.broker.percentage"],

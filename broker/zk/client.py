@@ -11,11 +11,11 @@ import logging
 import threading
 import time
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
+from .security import ZkCredentials, zk_client
 from .znodes import (
     PERSISTENT_PATHS,
     BrokerIdZNode,
@@ -24,6 +24,7 @@ from .znodes import (
     CompactRequestZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ConsumerOffsetZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsZNode,
@@ -48,9 +49,18 @@ class ZkError(RuntimeError):
 
 
 class KafkaZkClient:
-    def __init__(self, connect: str, session_timeout_ms: int = 18000) -> None:
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18000,
+        credentials: ZkCredentials | None = None,
+        set_acl: bool = False,
+    ) -> None:
+        """``credentials``: the SASL login (broker.zk.security); ``set_acl``: Kafka's
+        zookeeper.set.acl, every znode created with secure ACLs."""
         self.connect = connect
-        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self.zk = zk_client(connect, session_timeout_ms / 1000.0, credentials, set_acl)
+        self.sasl = credentials is not None
         self.session_timeout_ms = session_timeout_ms
 
     # -- lifecycle -----------------------------------------------------------------
@@ -61,7 +71,8 @@ class KafkaZkClient:
             raise ZkError(
                 f"Cannot reach ZooKeeper at {self.connect} within "
                 f"zookeeper.connection.timeout.ms={timeout_s * 1000:.0f} "
-                "(is it running? check zookeeper.connect)"
+                "(is it running? check zookeeper.connect"
+                + (", and the SASL login of java.security.auth.login.config)" if self.sasl else ")")
             ) from None
         for path in PERSISTENT_PATHS:
             self.zk.ensure_path(path)
@@ -76,6 +87,26 @@ class KafkaZkClient:
     @property
     def session_id(self) -> int:
         return self.zk.client_id[0] if self.zk.client_id else 0
+
+    # -- offsets of OffsetCommit v0 ------------------------------------------------------
+    def set_consumer_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Kafka's KafkaZkClient.setOrCreateConsumerOffset."""
+        path = ConsumerOffsetZNode.path(group, topic, partition)
+        data = ConsumerOffsetZNode.encode(offset)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.set(path, data)
+
+    def get_consumer_offset(self, group: str, topic: str, partition: int) -> int | None:
+        try:
+            data, _ = self.zk.get(ConsumerOffsetZNode.path(group, topic, partition))
+        except NoNodeError:
+            return None
+        return ConsumerOffsetZNode.decode(data)
 
     # -- cluster id and brokers --------------------------------------------------------
     def get_or_create_cluster_id(self) -> str:

@@ -22,6 +22,10 @@ def _now_ms() -> str:
     return str(int(time.time() * 1000))
 
 
+class ClusterZNode:
+    path = "/cluster"
+
+
 class ClusterIdZNode:
     path = "/cluster/id"
 
@@ -37,6 +41,10 @@ class ClusterIdZNode:
     def new_id() -> str:
         """Kafka's cluster ids: a random UUID in URL-safe base64 without padding."""
         return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class BrokersZNode:
+    path = "/brokers"
 
 
 class BrokerIdsZNode:
@@ -282,6 +290,17 @@ class ControllerEpochZNode:
     @staticmethod
     def decode(data: bytes) -> int:
         return int(data)
+
+
+class AdminZNode:
+    path = "/admin"
+
+
+class DelegationTokenAuthZNode:
+    """``/delegation_token``; its ``tokens`` child holds secrets (Kafka's DelegationTokensZNode)."""
+
+    path = "/delegation_token"
+    tokens_path = "/delegation_token/tokens"
 
 
 class DeleteTopicsZNode:
@@ -541,6 +560,23 @@ class AclChangeZNodes:
 
 
 # Paths Kafka creates at start so every other path has a parent.
+class ConsumerOffsetZNode:
+    """An offset committed with OffsetCommit v0 (Kafka before 0.8.2 kept them here; Kafka
+    3.x in ZooKeeper mode still stores and serves v0 commits so): the offset as text."""
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"/consumers/{group}/offsets/{topic}/{partition}"
+
+    @staticmethod
+    def encode(offset: int) -> bytes:
+        return str(offset).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
+
+
 PERSISTENT_PATHS = [
     "/brokers/ids",
     "/brokers/topics",
@@ -558,4 +594,31 @@ PERSISTENT_PATHS = [
     AclZNodes.extended_root + "/prefixed",
     AclChangeZNodes.literal_path,
     AclChangeZNodes.extended_path,
+]
+
+# Kafka's ZkData.SecureRootPaths: every top-level path Kafka owns, the roots that
+# zookeeper.set.acl and the security migration tool (quill-zookeeper-security-migration)
+# secure recursively.
+SECURE_ROOT_PATHS = [
+    AdminZNode.path,
+    BrokersZNode.path,
+    ClusterZNode.path,
+    ConfigEntityZNode.root,
+    ControllerZNode.path,
+    ControllerEpochZNode.path,
+    IsrChangeNotificationZNode.path,
+    ProducerIdBlockZNode.path,
+    LogDirEventNotificationZNode.path,
+    DelegationTokenAuthZNode.path,
+    AclZNodes.literal_root,
+    AclChangeZNodes.literal_path,
+    AclZNodes.extended_root,
+    AclChangeZNodes.extended_path,
+]
+# Kafka's ZkData.SensitiveRootPaths: znodes below these hold secrets (SCRAM credentials,
+# broker passwords, delegation tokens) and get no world access at all.
+SENSITIVE_ROOT_PATHS = [
+    ConfigEntityZNode.entity("users"),
+    ConfigEntityZNode.entity("brokers"),
+    DelegationTokenAuthZNode.tokens_path,
 ]

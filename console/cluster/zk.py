@@ -14,6 +14,7 @@ from django.conf import settings
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from broker.zk.security import zk_client
 from broker.zk.znodes import (
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -40,7 +41,7 @@ def client() -> KazooClient:
             if _client is not None:
                 _client.stop()
                 _client.close()
-            zk = KazooClient(hosts=settings.QUILL_ZOOKEEPER_CONNECT, timeout=ZK_TIMEOUT_S)
+            zk = zk_client(wanted, ZK_TIMEOUT_S, settings.QUILL_ZOOKEEPER_CREDENTIALS)
             try:
                 zk.start(timeout=ZK_TIMEOUT_S)
             except Exception as exc:  # kazoo raises its own timeout type

@@ -4,7 +4,9 @@ A scrape is parsed with prometheus_client's parser into a ``Reading``; two readi
 make the figures the pages chart (rates from counter deltas, gauges as they are).
 Per broker they go to the ``broker:<id>`` subscription and Redis; summed over the
 brokers to ``cluster``; a broker's throttle times and cleaner status are kept in
-Redis for the quotas and topic pages. No Prometheus server is needed.
+Redis for the quotas and topic pages, and so is each topic's BytesOut on each broker
+(the topic page's "consumer reads by broker": with fetch from follower, KIP-392, the
+bytes come from the replica in the consumers' rack). No Prometheus server is needed.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ GAUGES = {
     "leaders": "kafka_server_replicamanager_leadercount",
     "rss": "process_resident_memory_bytes",
 }
+TOPIC_BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"  # with a topic label
 CHARTED = ("bytes_in", "bytes_out", "messages_in", "requests", "under_replicated")
 CHARTED += ("purgatory", "loop_lag_ms", "cpu")
 SUMMED = ("bytes_in", "bytes_out", "messages_in", "requests", "under_replicated", "purgatory")
@@ -56,6 +59,7 @@ class Reading:
     purgatory: float = 0.0
     throttle: dict[str, dict] = field(default_factory=dict)  # "type/user/client" -> row
     cleaner: dict[str, dict] = field(default_factory=dict)  # "topic/partition" -> status
+    topic_bytes_out: dict[str, float] = field(default_factory=dict)  # topic -> bytes sent
 
 
 def parse(text: str, at: float) -> Reading:
@@ -73,6 +77,8 @@ def _take(r: Reading, name: str, labels: dict, value: float) -> None:
         r.requests[labels["request"]] = r.requests.get(labels["request"], 0.0) + value
     elif name == "kafka_network_requestmetrics_totaltimems" and labels.get("quantile") == "0.99":
         r.p99_ms[labels["request"]] = value
+    elif name == TOPIC_BYTES_OUT and "topic" in labels:
+        r.topic_bytes_out[labels["topic"]] = value
     elif name == "kafka_server_delayedoperationpurgatory_purgatorysize":
         r.purgatory += value
     elif name.endswith("_throttle_time") and "client_id" in labels:
@@ -111,7 +117,18 @@ def figures(prev: Reading | None, cur: Reading) -> dict:
     out["requests"] = sum(v["rate"] for v in by_api.values())
     out["by_api"] = by_api
     out["cpu"] *= 100.0  # percent of one core
+    out["topic_out"] = {
+        topic: {"total": total, "rate": _rate(prev, cur, topic, total, span)}
+        for topic, total in cur.topic_bytes_out.items()
+    }
     return out
+
+
+def _rate(prev: Reading | None, cur: Reading, topic: str, total: float, span: float) -> float:
+    """Bytes per second a topic's consumers were sent between the two readings."""
+    if prev is None or span <= 0:
+        return 0.0
+    return max(0.0, (total - prev.topic_bytes_out.get(topic, total)) / span)
 
 
 def metrics_port(broker_id: int) -> int:

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from channels.layers import get_channel_layer
 from django.conf import settings
-from kazoo.client import KazooClient
 
+from broker.zk.security import zk_client
 from console.cluster import state
 from console.live import history
 from console.live.groups import channel_group, message
@@ -55,7 +55,7 @@ class Monitor:
     async def run(self, samples: int | None = None) -> None:
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.zk = KazooClient(hosts=self.zk_connect, timeout=10)
+        self.zk = zk_client(self.zk_connect, 10, settings.QUILL_ZOOKEEPER_CREDENTIALS)
         await self.loop.run_in_executor(None, lambda: self.zk.start(timeout=30))
         self.watcher = ClusterWatcher(self.zk, self._emit)
         await self.loop.run_in_executor(None, self.watcher.start)

@@ -1,6 +1,6 @@
 """Topics: list (search, partitions, RF, URP, size, rates) and detail (partitions with
-per-replica LEO and lag, configs, ISR history), create, delete, add partitions, edit
-configs."""
+per-replica LEO and lag, configs, ISR history, which brokers its consumers read from),
+create, delete, add partitions, edit configs."""
 
 from __future__ import annotations
 
@@ -86,6 +86,7 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         return redirect("topics")
     except OpError as exc:
         return unavailable(request, "console/topic.html", exc, {"name": name}, subs)
+    readings = history.all_broker_metrics()
     context = {
         "topic": detail,
         "configs": configs,
@@ -98,7 +99,8 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
         "config_keys": sorted(validation.TOPIC_CONFIGS),
         "max_rf": max((len(p["replicas"]) for p in detail["partitions"]), default=0),
         "protected": refusal(name, "add partitions to or delete"),
-        "cleaner": replica_cleaner_metrics(name, history.all_broker_metrics()),
+        "cleaner": replica_cleaner_metrics(name, readings),
+        "reads": consumer_reads(name, detail["partitions"], readings),
         "compacted": any(
             c["name"] == "cleanup.policy" and "compact" in c["value"] for c in configs
         ),
@@ -117,6 +119,27 @@ def replica_cleaner_metrics(topic: str, readings: dict[int, dict]) -> list[dict]
             if name == topic:
                 rows.append({"partition": int(partition), "broker": broker_id, **st})
     return sorted(rows, key=lambda r: (r["partition"], r["broker"]))
+
+
+def consumer_reads(topic: str, partitions: list[dict], readings: dict[int, dict]) -> list[dict]:
+    """Each broker that sent this topic's records to consumers: its BytesOut for the
+    topic (Kafka's per-topic BytesOutPerSec, consumer fetches only) as the monitor last
+    read it, and which partitions it leads and follows. With fetch from follower
+    (KIP-392) a follower's row says consumers read there. Per broker, not per partition
+    or group: that is what the brokers measure."""
+    rows = []
+    for broker_id, reading in sorted(readings.items()):
+        out = (reading.get("topic_out") or {}).get(topic)
+        if not out or not out["total"]:
+            continue
+        leads = [p["partition"] for p in partitions if p["leader"] == broker_id]
+        follows = [
+            p["partition"]
+            for p in partitions
+            if broker_id in p["replicas"] and p["leader"] != broker_id
+        ]
+        rows.append({"broker": broker_id, **out, "leads": leads, "follows": follows})
+    return rows
 
 
 @require_POST

@@ -24,6 +24,8 @@ log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
 LOG4J
-exec java -Xms32m -Xmx${ZOO_HEAP_MAX:-256m} -XX:+UseSerialGC -Djava.awt.headless=true \
+# JVMFLAGS as the official image takes them (the secure profile's JAAS file)
+# shellcheck disable=SC2086
+exec java -Xms32m -Xmx${ZOO_HEAP_MAX:-256m} -XX:+UseSerialGC -Djava.awt.headless=true ${JVMFLAGS:-} \
     -cp /conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar \
     org.apache.zookeeper.server.ZooKeeperServerMain /conf/zoo.cfg

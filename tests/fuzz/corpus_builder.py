@@ -83,7 +83,23 @@ def write_corpus(requests, responses, log_dir: Path, out: Path) -> None:
         _save(out / "log", pack_files([_file_seed(f) for f in files]))
     for checkpoint in Path(log_dir).glob("*-checkpoint"):
         _save(out / "checkpoint", checkpoint.read_bytes())
+    write_legacy_seeds(out)
     rng = random.Random(14)
     for name in ("fetch_encoder", "list_offsets_encoder"):
         for size in (16, 64, 256):
             _save(out / name, rng.randbytes(size))
+
+
+def write_legacy_seeds(out: Path) -> None:
+    """Message sets of magic 0 and 1, plain and in gzip, snappy and lz4 wrappers, as
+    kafka-python's own legacy encoder writes them (magic 0 lz4 with the broken header
+    checksum); the first byte asks for no CRC fix-up and picks the magic to go down to."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    for magic in (0, 1):
+        for codec in (0, 1, 2, 3):
+            builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
+            for i in range(3):
+                key = None if i == 0 else f"k{i}".encode()
+                builder.append(i, 1_700_000_000_000 + i, key, f"value-{i}".encode())
+            _save(out / "legacy_records", bytes([magic << 1]) + bytes(builder.build()))

@@ -38,7 +38,7 @@ async def handle_create_topics(server: KafkaServer, header: RequestHeader, req: 
                 t.replication_factor,
                 manual=manual,
                 configs=configs,
-                validate_only=req.validate_only,
+                validate_only=getattr(req, "validate_only", False),  # v1+
                 timeout_ms=ms(req.timeout),
             )
         except KafkaError as exc:
@@ -120,7 +120,7 @@ async def handle_create_partitions(server: KafkaServer, header: RequestHeader, r
                 t.name,
                 t.count,
                 manual,
-                validate_only=req.validate_only,
+                validate_only=getattr(req, "validate_only", False),  # v1+
                 timeout_ms=ms(req.timeout),
             )
             results.append({"name": t.name, "error_code": ErrorCode.none, "error_message": None})

@@ -1,25 +1,28 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
 
-Topic overrides live in ZooKeeper at ``/config/topics/<t>`` (with a change
-notification), and are validated with LogConfig before anything is written.
+Topic overrides live in ZooKeeper at ``/config/topics/<t>``, dynamic broker configs at
+``/config/brokers/<id>`` and ``/config/brokers/<default>`` (each write with a change
+notification). Topic overrides are validated with LogConfig, broker ones by
+``dynamic_config`` (Kafka's DynamicBrokerConfig rules), before anything is written.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...log.config import LogConfig
+from ...log.config import TOPIC_CONFIG_KEYS, ConfigType, LogConfig
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
-from ..config import KEYS as BROKER_KEYS
+from .. import dynamic_config
+from ..dynamic_config import DEFAULT_ENTITY
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 
 
 def _describe_topic(server: KafkaServer, name: str, keys, synonyms: bool, docs: bool) -> list[dict]:
@@ -53,54 +56,7 @@ def _describe_broker(server: KafkaServer, name: str, keys, synonyms: bool) -> li
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {server.config.broker_id} but received {name}",
         )
-    rows = []
-    for key in DYNAMIC_BROKER_KEYS:
-        if keys is not None and key not in keys:
-            continue
-        value, source = server.dynamic_broker_config(key)
-        rows.append(
-            {
-                "name": key,
-                "value": value,
-                "read_only": False,
-                "config_source": source,
-                "is_sensitive": False,
-                "synonyms": [{"name": key, "value": value, "source": source}] if synonyms else [],
-                "config_type": 5,
-                "documentation": "Replication throttle, bytes/s",
-            }
-        )
-    for key, spec in sorted(BROKER_KEYS.items()):
-        if keys is not None and key not in keys:
-            continue
-        explicit = key in server.config.raw
-        value = server.config.raw.get(key) if explicit else spec.default
-        if isinstance(value, list):
-            value = ",".join(value)
-        if spec.sensitive:  # passwords and private keys: never on the wire, as Kafka
-            value = None
-        source = STATIC_BROKER_CONFIG if explicit else DEFAULT_CONFIG
-        rows.append(
-            {
-                "name": key,
-                "value": None
-                if value is None
-                else str(value).lower()
-                if isinstance(value, bool)
-                else str(value),
-                "read_only": True,
-                "config_source": source,
-                "is_sensitive": spec.sensitive,
-                "synonyms": [
-                    {"name": key, "value": None if value is None else str(value), "source": source}
-                ]
-                if synonyms
-                else [],
-                "config_type": 7 if spec.sensitive else 2,  # PASSWORD, STRING
-                "documentation": spec.doc,
-            }
-        )
-    return rows
+    return server.dynamic.describe(keys, synonyms, default_level=not name)
 
 
 async def handle_describe_configs(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
@@ -122,6 +78,9 @@ async def handle_describe_configs(server: KafkaServer, header: RequestHeader, re
             entry.update(error_code=ErrorCode.none, error_message=None, configs=configs)
         except KafkaError as exc:
             entry.update(error_code=exc.code, error_message=exc.message, configs=[])
+        if header.api_version == 0:  # v0 says is_default where v1+ give the source
+            for config in entry["configs"]:
+                config["is_default"] = config["config_source"] == DEFAULT_CONFIG
         results.append(entry)
     return {"throttle_time": 0, "results": results}
 
@@ -136,41 +95,23 @@ async def _alter_topic(
         await asyncio.to_thread(server.zk.set_entity_config, "topics", name, new)
 
 
-DYNAMIC_BROKER_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-
-
 def _broker_entity(server: KafkaServer, name: str) -> str:
     if name in ("", None):
-        return "<default>"
+        return DEFAULT_ENTITY
     if name != str(server.config.broker_id) and not name.isdigit():
         raise KafkaError(ErrorCode.invalid_request, f"Invalid broker id {name!r}")
     return name
 
 
-def _check_dynamic(new: dict[str, str]) -> None:
-    for key, value in new.items():
-        if key not in DYNAMIC_BROKER_KEYS:
-            raise KafkaError(
-                ErrorCode.invalid_config,
-                f"Cannot update these configs dynamically: [{key}] "
-                f"(dynamic broker configs here: {', '.join(DYNAMIC_BROKER_KEYS)})",
-            )
-        try:
-            ok = int(value) >= 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise KafkaError(
-                ErrorCode.invalid_config,
-                f"Invalid value {value} for configuration {key}: must be a number of bytes/s >= 0",
-            )
-
-
 async def _alter_broker(
     server: KafkaServer, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
+    """Kafka's ZkAdminManager.alterBrokerConfigs: the whole level is replaced."""
     entity = _broker_entity(server, name)
-    _check_dynamic(new)
+    dynamic_config.validate(new, per_broker=entity != DEFAULT_ENTITY)
+    level = server.dynamic.entity_of(entity)
+    if level is not None:  # this broker's own level, or the cluster default
+        server.dynamic.check_combined(level, new)
     if not validate_only:
         await asyncio.to_thread(server.zk.set_entity_config, "brokers", entity, new)
 
@@ -196,7 +137,12 @@ async def handle_alter_configs(server: KafkaServer, header: RequestHeader, req: 
     return {"throttle_time": 0, "responses": responses}
 
 
-def _apply_ops(current: dict[str, str], ops, config: LogConfig) -> dict[str, str]:
+def _apply_ops(
+    current: dict[str, str], ops, base_of: Callable[[str], str], is_list: Callable[[str], bool]
+) -> dict[str, str]:
+    """IncrementalAlterConfigs' SET / DELETE / APPEND / SUBTRACT on one resource's
+    dynamic configs; APPEND and SUBTRACT only for LIST keys, from the current value
+    (else ``base_of``: the key's value when it has no dynamic one)."""
     result = dict(current)
     for op in ops:
         if op.config_operation == SET:
@@ -204,10 +150,15 @@ def _apply_ops(current: dict[str, str], ops, config: LogConfig) -> dict[str, str
         elif op.config_operation == DELETE:
             result.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
+            if not is_list(op.name):
+                verb = "append" if op.config_operation == APPEND else "subtract"
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    f"Config value {verb} is not allowed for config key: {op.name}",
+                )
             base = result.get(op.name)
             if base is None:
-                value = config.get(op.name) if op.name in config.values() else ""
-                base = ",".join(value) if isinstance(value, tuple | list) else str(value or "")
+                base = base_of(op.name)
             items = [i for i in base.split(",") if i]
             extra = [i for i in (op.value or "").split(",") if i]
             if op.config_operation == APPEND:
@@ -220,6 +171,18 @@ def _apply_ops(current: dict[str, str], ops, config: LogConfig) -> dict[str, str
                 ErrorCode.invalid_request, f"Unknown config operation {op.config_operation}"
             )
     return result
+
+
+def _topic_value(config: LogConfig) -> Callable[[str], str]:
+    return lambda key: config.values().get(key, "")
+
+
+def _topic_list(key: str) -> bool:
+    return key in TOPIC_CONFIG_KEYS and TOPIC_CONFIG_KEYS[key].ctype == ConfigType.LIST
+
+
+def _broker_value(key: str) -> str:
+    return dynamic_config.kafka_default(key) or ""
 
 
 async def handle_incremental_alter_configs(
@@ -235,11 +198,12 @@ async def handle_incremental_alter_configs(
             if r.resource_type == BROKER:
                 entity = _broker_entity(server, r.resource_name)
                 current = await asyncio.to_thread(server.zk.get_entity_config, "brokers", entity)
-                new = _apply_ops(current, r.configs, server.default_log_config)
+                new = _apply_ops(current, r.configs, _broker_value, dynamic_config.is_list)
                 await _alter_broker(server, r.resource_name, new, req.validate_only)
             elif r.resource_type == TOPIC:
                 current = server.topic_overrides.get(r.resource_name, {})
-                new = _apply_ops(current, r.configs, server.topic_log_config(r.resource_name))
+                config = server.topic_log_config(r.resource_name)
+                new = _apply_ops(current, r.configs, _topic_value(config), _topic_list)
                 await _alter_topic(server, r.resource_name, new, req.validate_only)
             else:
                 raise KafkaError(

@@ -62,6 +62,7 @@ class SessionPartition:
     high_watermark: int = -2  # -2: never answered yet
     last_stable_offset: int = -2
     log_start_offset: int = -2
+    fetcher_log_start: int = -1  # the fetcher's own log start offset (Fetch v5+), as it said
 
     def changed(self, answer: Any) -> bool:
         """``answer`` (a PartitionData) brings something the fetcher has not heard."""
@@ -71,6 +72,7 @@ class SessionPartition:
             or answer.high_watermark != self.high_watermark
             or answer.last_stable_offset != self.last_stable_offset
             or answer.log_start_offset != self.log_start_offset
+            or answer.preferred_read_replica >= 0  # as Kafka: always sent
         )
 
     def heard(self, answer: Any) -> None:
@@ -167,6 +169,7 @@ class FetchSession:
                     p.partition_max_bytes,
                     getattr(p, "current_leader_epoch", -1),
                     *self._heard((t.topic, p.partition)),
+                    getattr(p, "log_start_offset", -1),
                 )
         for t in getattr(req, "forgotten_topics_data", ()):
             for index in t.partitions:

@@ -109,7 +109,7 @@ async def handle_offset_for_leader_epoch(
             try:
                 part = server.replicas.get_partition(t.topic, p.partition)
                 log = part.require_leader()
-                part.check_leader_epoch(p.current_leader_epoch)
+                part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))  # v2+
                 found = log.end_offset_for_epoch(p.leader_epoch)
                 if found is not None:
                     entry["leader_epoch"], entry["end_offset"] = found

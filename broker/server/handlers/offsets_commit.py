@@ -2,11 +2,15 @@
 
 A commit is answered once its record in ``__consumer_offsets`` is committed
 (acks=all); partitions of topics this cluster does not have answer
-UNKNOWN_TOPIC_OR_PARTITION and are not written, as in Kafka.
+UNKNOWN_TOPIC_OR_PARTITION and are not written, as in Kafka. OffsetCommit v0 and
+OffsetFetch v0 (clients of Kafka 0.8.1) use ZooKeeper's
+``/consumers/<group>/offsets/<topic>/<partition>`` instead, as Kafka 3.x in ZooKeeper
+mode still does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ...coordinator.group import OffsetAndMetadata
@@ -48,18 +52,62 @@ def offsets_of_request(server: KafkaServer, topics, expire_timestamp: int | None
                 errors[tp] = E.unknown_topic_or_partition
                 continue
             epoch = getattr(p, "committed_leader_epoch", -1)
+            stamp = getattr(p, "commit_timestamp", -1)  # v1 only; -1: now, as Kafka
             offsets[tp] = OffsetAndMetadata(
                 offset=p.committed_offset,
                 leader_epoch=None if epoch is None or epoch < 0 else epoch,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
-                commit_timestamp=now,
+                commit_timestamp=now if stamp == -1 else stamp,
                 expire_timestamp=expire_timestamp,
             )
     return errors, offsets, order
 
 
+def _commit_to_zookeeper(server: KafkaServer, req: Any) -> list:
+    """OffsetCommit v0: each offset to ZooKeeper (Kafka's setOrCreateConsumerOffset)."""
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    order = []
+    for topic in req.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if not _known(server, *tp):
+                errors[tp] = E.unknown_topic_or_partition
+            elif len(p.committed_metadata or "") > server.config["offset.metadata.max.bytes"]:
+                errors[tp] = E.offset_metadata_too_large
+            else:
+                server.zk.set_consumer_offset(req.group_id, *tp, p.committed_offset)
+                errors[tp] = E.none
+    return _by_topic(errors, order)
+
+
+def _fetch_from_zookeeper(server: KafkaServer, req: Any) -> list:
+    """OffsetFetch v0: offsets OffsetCommit v0 wrote; none, or an unknown partition, is
+    Kafka's UNKNOWN_PARTITION answer (offset -1, UNKNOWN_TOPIC_OR_PARTITION)."""
+    topics = []
+    for t in req.topics or ():
+        parts = []
+        for index in t.partition_indexes:
+            offset = None
+            if _known(server, t.name, index):
+                offset = server.zk.get_consumer_offset(req.group_id, t.name, index)
+            parts.append(
+                {
+                    "partition_index": index,
+                    "committed_offset": -1 if offset is None else offset,
+                    "metadata": "",
+                    "error_code": E.unknown_topic_or_partition if offset is None else E.none,
+                }
+            )
+        topics.append({"name": t.name, "partitions": parts})
+    return topics
+
+
 async def handle_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     version = header.api_version
+    if version == 0:
+        topics = await asyncio.to_thread(_commit_to_zookeeper, server, req)
+        return {"throttle_time": 0, "topics": topics}
     retention = getattr(req, "retention_time", None)
     retention_ms = ms(retention) if retention is not None else DEFAULT_RETENTION_TIME
     expire = None
@@ -104,6 +152,9 @@ def _fetch_group(server: KafkaServer, group_id: str, topics, require_stable: boo
 async def handle_offset_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     version = header.api_version
     require_stable = getattr(req, "require_stable", False)
+    if version == 0:
+        topics = await asyncio.to_thread(_fetch_from_zookeeper, server, req)
+        return {"throttle_time": 0, "topics": topics, "error_code": E.none}
     if version >= 8:
         groups = []
         for g in req.groups:

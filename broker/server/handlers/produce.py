@@ -75,6 +75,7 @@ async def handle_produce(
                     pd.records,
                     acks=acks,
                     zstd_allowed=header.api_version >= 7,
+                    legacy_allowed=header.api_version < 3,
                 )
                 server.metrics.topics.produced(topic.name, r, len(pd.records or b""))
                 result = {
@@ -84,6 +85,11 @@ async def handle_produce(
                     "log_append_time": r.log_append_time,
                     "log_start_offset": r.log_start_offset,
                 }
+                if r.record_errors:
+                    result["record_errors"] = [
+                        {"batch_index": i, "batch_index_error_message": m}
+                        for i, m in r.record_errors
+                    ]
                 if acks == -1 and r.error == ErrorCode.none:
                     waits.append((topic.name, result, r.last_offset))
             result["index"] = pd.index
