@@ -414,6 +414,25 @@ def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
+OAUTH_ENV = ("QUILL_OAUTH_JWKS_URL", "QUILL_OAUTH_ISSUER", "QUILL_OAUTH_AUDIENCE")
+
+
+def _sasl_mechanisms(env: Mapping[str, str]) -> str:
+    raw = env.get("QUILL_SASL_MECHANISMS", "")
+    try:
+        mechanisms = secure.check_mechanisms(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if raw.strip() and _security(env) != secure.SASL_SSL:
+        raise ConfigError("QUILL_SASL_MECHANISMS applies to QUILL_SECURITY=sasl_ssl only")
+    oauth_env = [k for k in OAUTH_ENV if env.get(k, "").strip()]
+    if oauth_env and secure.OAUTHBEARER not in mechanisms:
+        raise ConfigError(
+            f"{', '.join(oauth_env)} apply to QUILL_SASL_MECHANISMS=SCRAM-SHA-512,OAUTHBEARER only"
+        )
+    return ",".join(mechanisms)
+
+
 def _security(env: Mapping[str, str]) -> str:
     try:
         return secure.check_mode(env.get("QUILL_SECURITY", ""))
@@ -435,6 +454,10 @@ class StackConfig:
     services: tuple[str, ...] = ()  # empty: all
     metrics_base_port: int = 9404  # broker N serves /metrics on base + N - 1; 0: none
     security: str = secure.PLAINTEXT  # or secure.SASL_SSL (quill_stack/secure.py)
+    sasl_mechanisms: str = secure.MECHANISM  # the secure stack's: OAUTHBEARER may be added
+    oauth_jwks_url: str = ""  # OAUTHBEARER with OIDC tokens; unsecured tokens without
+    oauth_issuer: str = ""
+    oauth_audience: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -452,7 +475,18 @@ class StackConfig:
             services=services,
             metrics_base_port=_env_int(env, "QUILL_METRICS_BASE_PORT", 9404, 0, 65535),
             security=_security(env),
+            sasl_mechanisms=_sasl_mechanisms(env),
+            oauth_jwks_url=env.get("QUILL_OAUTH_JWKS_URL", "").strip(),
+            oauth_issuer=env.get("QUILL_OAUTH_ISSUER", "").strip(),
+            oauth_audience=env.get("QUILL_OAUTH_AUDIENCE", "").strip(),
         )
+
+    @property
+    def oauth(self) -> secure.OAuthOptions | None:
+        """OAUTHBEARER's settings when the secure stack offers it."""
+        if secure.OAUTHBEARER not in self.sasl_mechanisms.split(","):
+            return None
+        return secure.OAuthOptions(self.oauth_jwks_url, self.oauth_issuer, self.oauth_audience)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -517,7 +551,8 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
         port = cfg.broker_base_port + index
         overrides = metrics_overrides(cfg.metrics_base_port, index)
         if cfg.security == secure.SASL_SSL:
-            overrides.update(secure.broker_overrides(state, f"broker-{index + 1}", cfg.host, port))
+            name = f"broker-{index + 1}"
+            overrides.update(secure.broker_overrides(state, name, cfg.host, port, cfg.oauth))
         spec = broker_spec(state, index + 1, port, cfg.zk_connect, cfg.brokers, cfg.host, overrides)
         if cfg.security == secure.SASL_SSL:
             secure_broker(spec, index + 1, cfg)

@@ -24,6 +24,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from broker.cli.common import read_properties_file
 from broker.security.jaas import parse_jaas_file
+from broker.server.config import BrokerConfig
 from broker.zk.security import ZkCredentials, read_client_credentials, zk_client
 from pipeline.options import parse_source_options
 from quill_stack import client_security, secure, tls
@@ -203,6 +204,52 @@ def test_the_plaintext_stack_is_unchanged(tmp_path):
     assert "enforce.auth" not in (tmp_path / "zookeeper" / "zoo.cfg").read_text()
     assert "requirepass" not in (tmp_path / "redis" / "redis.conf").read_text()
     assert not any("QUILL_REDIS_PASSWORD_FILE" in s.env for s in specs)
+
+
+@pytest.mark.parametrize("jwks", ["", "https://idp.example.test/jwks.json"])
+def test_the_secure_stack_can_offer_oauthbearer(tmp_path, jwks):
+    env = {
+        "QUILL_STATE_DIR": str(tmp_path),
+        "QUILL_SECURITY": "sasl_ssl",
+        "QUILL_BROKERS": "1",
+        "QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,OAUTHBEARER",
+        "QUILL_OAUTH_JWKS_URL": jwks,
+        "QUILL_OAUTH_AUDIENCE": "quill",
+    }
+    for spec in build_stack(StackConfig.from_env(env)):
+        ManagedProcess(spec).prepare()
+    path = tmp_path / "broker-1" / "server.properties"
+    props = read_properties_file(str(path))
+    prefix = "listener.name.sasl_ssl.oauthbearer."
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512,OAUTHBEARER"
+    assert props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert props[prefix + "sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    )
+    assert props.get(prefix + "sasl.oauthbearer.jwks.endpoint.url") == (jwks or None)
+    assert props.get(prefix + "sasl.oauthbearer.expected.audience") == ("quill" if jwks else None)
+    handler = props.get(prefix + "sasl.server.callback.handler.class", "")
+    assert handler.endswith("OAuthBearerValidatorCallbackHandler") == bool(jwks)
+    # the broker takes these keys (the listener's validator is built at start)
+    assert BrokerConfig.load(path).unknown == []
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"QUILL_SASL_MECHANISMS": "OAUTHBEARER"}, "QUILL_SASL_MECHANISMS must be"),
+        ({"QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,PLAIN"}, "QUILL_SASL_MECHANISMS must be"),
+        (
+            {"QUILL_SECURITY": "plaintext", "QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,OAUTHBEARER"},
+            "QUILL_SECURITY=sasl_ssl only",
+        ),
+        ({"QUILL_OAUTH_JWKS_URL": "https://idp.test/jwks"}, "QUILL_OAUTH_JWKS_URL apply to"),
+    ],
+)
+def test_sasl_mechanisms_the_stack_cannot_run_are_refused(tmp_path, env, message):
+    base = {"QUILL_STATE_DIR": str(tmp_path), "QUILL_SECURITY": "sasl_ssl"}
+    with pytest.raises(ConfigError, match=message):
+        StackConfig.from_env({**base, **env})
 
 
 def test_an_unknown_security_mode_is_refused_by_name(tmp_path):

@@ -272,6 +272,16 @@ KEYS: dict[str, Key] = {
             "sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "SASL mechanism between brokers"
         ),
         Key("connections.max.reauth.ms", _int, 0, "KIP-368 re-authentication (0: off)", 0),
+        # OAUTHBEARER's OIDC validation (KIP-768); also as listener.name.<l>.oauthbearer.<key>
+        Key("sasl.oauthbearer.jwks.endpoint.url", str, None, "https:, http: or file: JWKS"),
+        Key("sasl.oauthbearer.jwks.endpoint.refresh.ms", _int, 3600000, "JWKS refresh", 1),
+        Key("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _int, 100, "JWKS retry", 0),
+        Key("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _int, 10000, "Its cap", 0),
+        Key("sasl.oauthbearer.expected.issuer", str, None, "The iss tokens must have"),
+        Key("sasl.oauthbearer.expected.audience", _list, None, "An aud tokens must have"),
+        Key("sasl.oauthbearer.sub.claim.name", str, "sub", "The claim naming the principal"),
+        Key("sasl.oauthbearer.scope.claim.name", str, "scope", "The claim with the scopes"),
+        Key("sasl.oauthbearer.clock.skew.seconds", _int, 30, "Allowed clock skew", 0),
         Key("ssl.keystore.type", str, "JKS", "JKS, PKCS12 or PEM"),
         Key("ssl.keystore.location", str, None, "Keystore file: the private key and its chain"),
         Key(

@@ -460,6 +460,8 @@ class KafkaServer:
             await self.txn_markers.close()
         await self.fetchers.shutdown()
         await self.sockets.close()
+        for security in self.listener_security.values():
+            security.close()
         if self.metrics_server is not None:
             self.metrics.loop.stop()
             await self.metrics_server.close()
