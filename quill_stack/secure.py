@@ -146,6 +146,18 @@ def client_hint(cfg) -> str:
     return f" (SASL_SSL: --command-config {admin_properties_path(cfg.state_dir)})"
 
 
+def console_cert(state_dir: Path, host: str) -> Path:
+    """The console's HTTPS keystore (key, certificate, CA), signed by the stack's CA."""
+    return ensure_server_cert(tls_dir(state_dir), "console", cert_hosts(host, "console"))
+
+
+def console_url(cfg) -> str:
+    """Where a browser finds the console (HTTPS in the secure stack, trusting the CA)."""
+    if cfg.security == SASL_SSL:
+        return f"https://localhost:{cfg.console_port}/ (CA: {ca_path(cfg.state_dir)})"
+    return f"http://localhost:{cfg.console_port}/"
+
+
 def app_env(state_dir: Path) -> dict[str, str]:
     """What the console, worker and monitor get: the admin's client properties."""
     return {"QUILL_CLIENT_CONFIG": str(write_admin_properties(state_dir))}
@@ -183,7 +195,7 @@ COMPOSE_LISTENERS = ["INTERNAL", "EXTERNAL"]  # docker-compose.yml's two listene
 def compose_init(config_dir: Path, brokers: int, zk_connect: str, hosts: list[str]) -> None:
     """What the compose secure profile's `secure-init` container makes in its volume
     before the brokers start: the CA, one keystore naming every broker container and the
-    host's names, ``broker.properties`` (the security keys no env var can carry: a JAAS
+    host's names, the console's HTTPS keystore, ``broker.properties`` (the security keys no env var can carry: a JAAS
     line per listener), ``client-admin.properties``, and the SCRAM users in ZooKeeper."""
     names = [f"broker-{i}" for i in range(1, brokers + 1)] + ["localhost", "127.0.0.1", *hosts]
     keystore = ensure_server_cert(tls_dir(config_dir), "broker", names)
@@ -191,6 +203,10 @@ def compose_init(config_dir: Path, brokers: int, zk_connect: str, hosts: list[st
     text = "# the compose secure profile's broker security settings (quill_stack.secure)\n"
     write_private(config_dir / "broker.properties", (text + properties(props)).encode())
     write_admin_properties(config_dir)
+    # the console's HTTPS keystore (tls/console.pem): its container name and the host's
+    ensure_server_cert(
+        tls_dir(config_dir), "console", ["console", "localhost", "127.0.0.1", *hosts]
+    )
     ensure_scram_users(config_dir, zk_connect)
 
 
