@@ -156,3 +156,13 @@ def test_odd_group_ids_list_and_open_and_a_forged_series_stays_data(stack, page)
     assert series[0][1].startswith("</script><script>")  # data, shown as data
     page.screenshot(path=str(OUT / "hardening-group.png"), full_page=True)
     assert page.csp_errors == []
+
+
+def test_the_api_docs_and_django_admin_work_under_the_csp(stack, page):
+    page.goto(f"{stack['url']}/api/docs")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=60_000)
+    page.screenshot(path=str(OUT / "hardening-api-docs.png"))
+    page.goto(f"{stack['url']}/admin/auth/user/add/")
+    page.wait_for_selector("input[name=username]")
+    page.screenshot(path=str(OUT / "hardening-admin.png"))
+    assert page.csp_errors == []
