@@ -16,14 +16,13 @@ class ConsoleConfig(AppConfig):
 
     def ready(self):
         from django.contrib.admin.models import LogEntry
-        from django.contrib.auth.signals import user_logged_in, user_login_failed
+        from django.contrib.auth.signals import user_login_failed
 
         from console import audit
 
         # After every migrate (permissions exist by then): the viewer, operator and admin
         # groups with their permissions.
         post_migrate.connect(_ensure_role_groups, sender=self)
-        # Logins (failed ones with the name tried) and every change made in /admin/.
+        # Failed logins (with the name tried) and every change made in /admin/.
         user_login_failed.connect(audit.login_failed, dispatch_uid="quill-login-failed")
-        user_logged_in.connect(audit.login_succeeded, dispatch_uid="quill-login")
         post_save.connect(audit.admin_change, sender=LogEntry, dispatch_uid="quill-admin")

@@ -66,10 +66,6 @@ def login_failed(sender, credentials=None, request=None, **kwargs) -> None:
     )
 
 
-def login_succeeded(sender, request=None, user=None, **kwargs) -> None:
-    record(user, "ui", "login", f"login:{user.get_username()}", detail=client_address(request))
-
-
 def denied(request, user) -> None:
     """A 403: who asked for what (pages, the API, CSRF failures)."""
     source = "api" if request.path.startswith("/api/") else "ui"
