@@ -120,6 +120,11 @@ def test_compose_init_makes_a_working_configuration(tmp_path, zookeeper):
     leaf.verify_directly_issued_by(ca)
     san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert {*BROKERS, "localhost", "kafka.example"} <= set(san.get_values_for_type(x509.DNSName))
+    # the console's HTTPS keystore (docker-compose.secure.yml: daphne's ssl endpoint)
+    console = x509.load_pem_x509_certificates((tmp_path / "tls" / "console.pem").read_bytes())[0]
+    console.verify_directly_issued_by(ca)
+    san = console.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"console", "localhost", "kafka.example"} <= set(san.get_values_for_type(x509.DNSName))
 
     client = read_properties_file(str(tmp_path / "client-admin.properties"))
     assert client["ssl.ca.location"] == str(tmp_path / "tls" / "ca.crt")
