@@ -284,6 +284,18 @@ def client_hint(cfg) -> str:
     return f" (SASL_SSL: --command-config {admin_properties_path(cfg.state_dir)})"
 
 
+def console_cert(state_dir: Path, host: str) -> Path:
+    """The console's HTTPS keystore (key, certificate, CA), signed by the stack's CA."""
+    return ensure_server_cert(tls_dir(state_dir), "console", cert_hosts(host, "console"))
+
+
+def console_url(cfg) -> str:
+    """Where a browser finds the console (HTTPS in the secure stack, trusting the CA)."""
+    if cfg.security == SASL_SSL:
+        return f"https://localhost:{cfg.console_port}/ (CA: {ca_path(cfg.state_dir)})"
+    return f"http://localhost:{cfg.console_port}/"
+
+
 def app_env(state_dir: Path) -> dict[str, str]:
     """What the console, worker and monitor get: the admin's client properties, the
     ZooKeeper login and the Redis password, each as a 0600 file's path."""
@@ -325,10 +337,11 @@ COMPOSE_LISTENERS = ["INTERNAL", "EXTERNAL"]  # docker-compose.yml's two listene
 def compose_init(config_dir: Path, brokers: int, hosts: list[str]) -> None:
     """What the compose secure profile's `secure-init` container makes in its volume
     before ZooKeeper, Redis and the brokers start: the CA, one keystore naming every
-    broker container and the host's names, ``broker.properties`` (the security keys no
-    env var can carry: a JAAS line per listener), ``client-admin.properties``, the
-    ZooKeeper client and server JAAS files and Redis's ``requirepass``. The SCRAM users
-    go to ZooKeeper once it runs (``users``, the `secure-users` container)."""
+    broker container and the host's names, the console's HTTPS keystore,
+    ``broker.properties`` (the security keys no env var can carry: a JAAS line per
+    listener), ``client-admin.properties``, the ZooKeeper client and server JAAS files and
+    Redis's ``requirepass``. The SCRAM users go to ZooKeeper once it runs (``users``, the
+    `secure-users` container)."""
     names = [f"broker-{i}" for i in range(1, brokers + 1)] + ["localhost", "127.0.0.1", *hosts]
     keystore = ensure_server_cert(tls_dir(config_dir), "broker", names)
     props = security_properties(config_dir, keystore, COMPOSE_LISTENERS)
@@ -341,6 +354,10 @@ def compose_init(config_dir: Path, brokers: int, hosts: list[str]) -> None:
         f"{k} {v}\n" for k, v in redis_auth_conf(redis_password(config_dir)).items()
     )
     write_private(config_dir / REDIS_CONF, redis_conf.encode())
+    # the console's HTTPS keystore (tls/console.pem): its container name and the host's
+    ensure_server_cert(
+        tls_dir(config_dir), "console", ["console", "localhost", "127.0.0.1", *hosts]
+    )
 
 
 def properties(props: dict[str, str]) -> str:

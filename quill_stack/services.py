@@ -377,15 +377,34 @@ def worker_spec(state_dir: Path, settings: dict[str, str]) -> ServiceSpec:
 
 
 def console_spec(
-    state_dir: Path, settings: dict[str, str], port: int, host: str = "127.0.0.1"
+    state_dir: Path,
+    settings: dict[str, str],
+    port: int,
+    host: str = "127.0.0.1",
+    tls_pem: Path | None = None,
+    ca: Path | None = None,
 ) -> ServiceSpec:
-    """The Django console under daphne (ASGI: HTTP and websockets)."""
-    argv = [PYTHON, "-m", "daphne", "-b", host, "-p", str(port), "console.asgi:application"]
+    """The Django console under daphne (ASGI: HTTP and websockets). With `tls_pem` (its
+    key, certificate and the CA's, from quill_stack.tls) it speaks HTTPS only: Twisted's
+    ssl endpoint, Secure cookies and HSTS (QUILL_CONSOLE_TLS), checked against `ca`."""
+    app = "console.asgi:application"
+    if tls_pem is None:
+        argv = [PYTHON, "-m", "daphne", "-b", host, "-p", str(port), app]
+    else:
+        pem = _endpoint_escape(str(tls_pem))
+        where = f"ssl:port={port}:interface={_endpoint_escape(host)}"
+        argv = [PYTHON, "-m", "daphne", "-e", f"{where}:privateKey={pem}:certKey={pem}", app]
+        settings = {**settings, "QUILL_CONSOLE_TLS": "1"}
     spec = _django_spec("console", "console", argv, state_dir, settings)
     spec.port, spec.host = port, host
     spec.pre_start = [[PYTHON, "manage.py", "migrate", "--noinput"]]
-    spec.check = lambda since=None: health.http_ok(host, port, "/healthz")
+    spec.check = lambda since=None: health.http_ok(host, port, "/healthz", ca=ca)
     return spec
+
+
+def _endpoint_escape(text: str) -> str:
+    """Twisted endpoint strings separate fields with ':' (IPv6 addresses, odd paths)."""
+    return text.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def monitor_available() -> bool:
@@ -558,7 +577,11 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
             secure_broker(spec, index + 1, cfg)
         specs.append(spec)
     specs.append(worker_spec(state, settings))
-    specs.append(console_spec(state, settings, cfg.console_port, cfg.host))
+    if cfg.security == secure.SASL_SSL:
+        pem, ca = secure.console_cert(state, cfg.host), secure.ca_path(state)
+        specs.append(console_spec(state, settings, cfg.console_port, cfg.host, pem, ca))
+    else:
+        specs.append(console_spec(state, settings, cfg.console_port, cfg.host))
     if monitor_available():
         specs.append(monitor_spec(state, settings))
     return select(specs, cfg.services)

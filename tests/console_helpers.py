@@ -105,3 +105,48 @@ def chromium_page(out_dir: Path):
         pg.set_default_timeout(WAIT_MS)
         yield pg
         browser.close()
+
+
+# Group ids any Kafka client may choose: / ? # % space, unicode, route-like tails.
+ODD_GROUPS = ("a/b", "q?x", "h#1", "p%20c", "sp ace", "ünï-组", "x/reset", "y/")
+
+
+def commit_group_offsets(bootstrap: str, groups, offset: int = 3) -> str:
+    """A new one-partition topic with `offset` + 2 records, and each group's committed
+    offset on it at `offset`; returns the topic."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = unique("odd")
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic exists
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(offset + 2):
+        producer.produce(topic, b"%d" % i)
+    assert producer.flush(30) == 0
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        consumer.close()
+    return topic
+
+
+def create_admin(state_dir) -> str:
+    """`manage.py createadmin` against the console's database in state_dir: the password."""
+    import re
+    import subprocess
+    import sys
+
+    from quill_stack import services
+    from quill_stack.process import child_env
+
+    spec = services.console_spec(state_dir, services.app_env(state_dir, "redis://x", "x", "x"), 1)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "createadmin"],
+        cwd=services.PROJECT_ROOT,
+        env=child_env(spec),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return re.search(r"password: (\S+)", out).group(1)

@@ -193,6 +193,22 @@ def test_zookeeper_and_redis_take_logins_and_the_apps_get_their_files(tmp_path):
         assert not any(p in v for v in app.env.values() for p in (zk_password, redis_password))
 
 
+def test_the_secure_stack_serves_the_console_over_https_only(tmp_path):
+    """daphne on Twisted's ssl endpoint with the console's keystore from the stack's CA,
+    Secure cookies and HSTS on (QUILL_CONSOLE_TLS); plaintext keeps plain HTTP."""
+    cfg, specs = _stack(tmp_path)
+    console = next(s for s in specs if s.kind == "console")
+    pem = tmp_path / "tls" / "console.pem"
+    endpoint = f"ssl:port={cfg.console_port}:interface=127.0.0.1:privateKey={pem}:certKey={pem}"
+    assert console.argv[-3:] == ["-e", endpoint, "console.asgi:application"]
+    assert "-p" not in console.argv and console.env["QUILL_CONSOLE_TLS"] == "1"
+    assert pem.stat().st_mode & 0o077 == 0
+    assert _tls_handshake(pem, tmp_path / "tls" / "ca.crt", "localhost").startswith("TLS")
+    _, plain = _stack(tmp_path / "plain", security="")
+    console = next(s for s in plain if s.kind == "console")
+    assert "-p" in console.argv and "QUILL_CONSOLE_TLS" not in console.env
+
+
 def test_the_plaintext_stack_is_unchanged(tmp_path):
     cfg, specs = _stack(tmp_path, security="")
     assert cfg.security == "plaintext"
