@@ -15,7 +15,8 @@ is not the controller (SIGTERM, wait for exit, start). Reported:
   timeout) sent every 3 s meanwhile, with their errors;
 - the CPU model.
 
-``--src`` runs the brokers from another source tree (a before/after comparison).
+``--src`` runs the brokers from another source tree (a before/after comparison);
+``--py-spy FILE`` samples the controller over the restart (py-spy's raw format).
 Figures are printed, never asserted. See docs/benchmarks.md.
 """
 
@@ -23,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -118,6 +121,21 @@ def create_probe(stop: threading.Event, bootstrap: str, out: list) -> None:
         stop.wait(3)
 
 
+def profile_start(pid: int, out: str | None):
+    """py-spy on the controller over the restart window (collapsed stacks: --format raw)."""
+    if not out:
+        return None
+    spy = Path(sys.executable).parent / "py-spy"
+    argv = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--output", out]
+    return subprocess.Popen([*argv, "--nonblocking", "--rate", "50"], stdout=subprocess.DEVNULL)
+
+
+def profile_stop(spy) -> None:
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
+
+
 def run(args) -> dict:
     from confluent_kafka.admin import AdminClient, NewTopic
     from kazoo.client import KazooClient
@@ -151,11 +169,14 @@ def run(args) -> dict:
         prober = threading.Thread(
             target=create_probe, args=(stop, cluster.bootstrap, probes), daemon=True
         )
+        spy = profile_start(cpid, args.py_spy)
         t0 = time.monotonic()
         prober.start()
         proc = cluster.brokers[victim]
         proc.stop(timeout=300)
         sigterm_s = time.monotonic() - t0
+        said = Path(proc.spec.log_path).read_text().splitlines()
+        shutdown_log = [line[:200] for line in said if "controlled shutdown" in line][-4:]
         proc.start()
         proc.wait_healthy()
         full = wait(lambda: all_full(zk, topics, 3), args.limit, 1.0)
@@ -164,6 +185,7 @@ def run(args) -> dict:
         meta_s = time.monotonic() - t0 if meta is not None else None
         after = machine_cpu.snapshot()
         zk_after = zk_packets(cluster.zk_connect)
+        profile_stop(spy)
         stop.set()
         prober.join(330)
         zk.stop()
@@ -176,6 +198,7 @@ def run(args) -> dict:
             "controller": controller,
             "restarted": victim,
             "sigterm_to_exit_s": round(sigterm_s, 2),
+            "shutdown_log": shutdown_log,
             "full_isr_s": round(full_s, 1) if full_s else None,
             "metadata_full_isr_s": round(meta_s, 1) if meta_s else None,
             "controller_cpu_s": round(machine_cpu.used_seconds(before, after, cpid), 1),
@@ -191,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=1000)
     p.add_argument("--src", help="run the brokers from this source tree")
     p.add_argument("--limit", type=float, default=900.0, help="seconds to wait for full ISRs")
+    p.add_argument("--py-spy", help="write py-spy's collapsed stacks of the controller here")
     p.add_argument("--json")
     args = p.parse_args(argv)
     return emit(run(args), args.json)

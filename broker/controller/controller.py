@@ -199,6 +199,7 @@ class Controller:
         """
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        self.ctx.shutting_down.add(broker_id)
         written = self._move_off(broker_id, self._hosted(broker_id))
         remaining = sorted(key for key, version in written.items() if version is None)
         log.info(
@@ -530,7 +531,9 @@ class Controller:
             self._ensure_states(topic)
 
     def _live_brokers(self) -> set[int]:
-        return {int(b) for b in self.client.get_children(BrokerIdsZNode.path)}
+        """Registered brokers, less those shutting down (they get no new leadership)."""
+        registered = {int(b) for b in self.client.get_children(BrokerIdsZNode.path)}
+        return registered - self.ctx.shutting_down
 
     def _ensure_states(self, topic: str) -> None:
         """Give every partition of ``topic`` that has no state yet its first leader."""
@@ -567,8 +570,9 @@ class Controller:
         and bring offline partitions back when an in-sync replica returns."""
         if self.epoch is None:
             return
-        live = {int(b) for b in children}
         joined, left = self.ctx.refresh_brokers()
+        self.ctx.shutting_down -= joined | left  # gone, or back (Kafka's onBrokerStartup)
+        live = {int(b) for b in children} - self.ctx.shutting_down
         for broker_id in left:
             if self.channel is not None:
                 self.channel.remove_broker(broker_id)
