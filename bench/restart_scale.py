@@ -16,7 +16,9 @@ is not the controller (SIGTERM, wait for exit, start). Reported:
 - the CPU model.
 
 ``--src`` runs the brokers from another source tree (a before/after comparison);
-``--py-spy FILE`` samples the controller over the restart (py-spy's raw format).
+``--settle`` waits before the restart until the metadata shows every ISR full too (the
+controller done with the creation); ``--py-spy FILE`` samples the controller over the
+restart (py-spy's raw format).
 Figures are printed, never asserted. See docs/benchmarks.md.
 """
 
@@ -158,6 +160,8 @@ def run(args) -> dict:
         setup_s = wait(lambda: all_full(zk, topics, 3), args.limit)
         if setup_s is None:
             raise RuntimeError("ISRs not full after creating the topics")
+        if args.settle and wait(lambda: metadata_full(admin, topics, 3), args.limit, 2.0) is None:
+            raise RuntimeError("metadata never showed every ISR full after creating the topics")
         time.sleep(5)
         controller = json.loads(zk.get("/controller")[0])["brokerid"]
         victim = max(b for b in cluster.brokers if b != controller)
@@ -178,7 +182,7 @@ def run(args) -> dict:
         said = Path(proc.spec.log_path).read_text().splitlines()
         shutdown_log = [line[:200] for line in said if "controlled shutdown" in line][-4:]
         proc.start()
-        proc.wait_healthy()
+        proc.wait_healthy(args.limit)
         full = wait(lambda: all_full(zk, topics, 3), args.limit, 1.0)
         full_s = time.monotonic() - t0 if full is not None else None
         meta = wait(lambda: metadata_full(admin, topics, 3), args.limit, 1.0)
@@ -215,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src", help="run the brokers from this source tree")
     p.add_argument("--limit", type=float, default=900.0, help="seconds to wait for full ISRs")
     p.add_argument("--py-spy", help="write py-spy's collapsed stacks of the controller here")
+    p.add_argument(
+        "--settle",
+        action="store_true",
+        help="before the restart, wait until the metadata (the controller) shows every ISR full",
+    )
     p.add_argument("--json")
     args = p.parse_args(argv)
     return emit(run(args), args.json)
