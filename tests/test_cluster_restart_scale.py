@@ -93,9 +93,9 @@ def test_restart_batches_isr_changes_and_converges(scale_cluster):
     assert 1 <= written <= PARTITIONS // 10, written
 
 
-def test_notification_from_a_leader_is_read_once_and_deleted(scale_cluster):
+def test_notifications_are_deleted_after_processing(scale_cluster):
     """A notification in Kafka's JSON written by hand (as a leader does) is processed
-    and deleted; the controller's metadata reflects the state it names."""
+    and deleted, and so is a malformed one."""
     zk = scale_cluster.zk_client()
     path = zk.create(
         f"{NOTIFICATIONS}/isr_change_",
