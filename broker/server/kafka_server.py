@@ -26,6 +26,7 @@ from ..metrics.registry import BrokerMetrics
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
+from ..replica.isr_propagation import IsrChangePropagation
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
 from ..replica.selector import selector_for
@@ -48,6 +49,8 @@ from .network import SocketServer
 from .quotas import QuotaConfigSync
 
 log = logging.getLogger(__name__)
+# one ControlledShutdown attempt: Kafka's controller.socket.timeout.ms default (30 s)
+CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S = 30.0
 
 
 class KafkaServer:
@@ -71,6 +74,8 @@ class KafkaServer:
         self.cluster_sync: ClusterSync | None = None
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
+        self.isr_changes = IsrChangePropagation(self.zk.notify_isr_change)
+        self._isr_propagation: asyncio.Task | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.quotas = ClientQuotaManager(
@@ -153,7 +158,7 @@ class KafkaServer:
         if part.state is st:
             st.isr, st.zk_version = list(new_isr), version
         part.pending_isr = None
-        await asyncio.to_thread(self.zk.notify_isr_change, [(part.topic, part.index)])
+        self.isr_changes.record(part.topic, part.index)  # told to the controller in batches
         return True
 
     # -- metadata from the controller ----------------------------------------------------
@@ -320,6 +325,7 @@ class KafkaServer:
         )
         self.zk.keep_registered(info)
         self.controller.start()
+        self._isr_propagation = asyncio.ensure_future(self.isr_changes.run())
         self.heap.freeze()  # what start-up made lives as long as the broker
         log.info(
             "broker %d started in %.2fs (cluster id %s, %d partition logs)",
@@ -381,8 +387,10 @@ class KafkaServer:
         retries = self.config["controlled.shutdown.max.retries"]
         backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
         for attempt in range(1, retries + 1):
-            try:
-                remaining = await self._request_controlled_shutdown()
+            try:  # a busy controller must not hold the shutdown: each attempt is bounded
+                remaining = await asyncio.wait_for(
+                    self._request_controlled_shutdown(), CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S
+                )
             except Exception as exc:  # noqa: BLE001 - the controller may be moving: retry
                 log.info("controlled shutdown attempt failed (%r); retrying", exc)
                 remaining = None
@@ -419,7 +427,12 @@ class KafkaServer:
         )
         await conn.connect()
         try:
-            resp = await conn.request(7, 3, {"broker_id": self.config.broker_id}, timeout_s=15)
+            resp = await conn.request(
+                7,
+                3,
+                {"broker_id": self.config.broker_id},
+                timeout_s=CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S,
+            )
         finally:
             await conn.close()
         if resp.error_code != ErrorCode.none:
@@ -462,6 +475,9 @@ class KafkaServer:
         await self.sockets.close()
         for security in self.listener_security.values():
             security.close()
+        if self._isr_propagation is not None:
+            self._isr_propagation.cancel()
+            await self.isr_changes.maybe_propagate(force=True)
         if self.metrics_server is not None:
             self.metrics.loop.stop()
             await self.metrics_server.close()
