@@ -277,6 +277,11 @@ REFUSED = [  # (key, value, INVALID_CONFIG's message, or its start)
         "Value must be above 0",
     ),
     ("log.cleaner.threads", "2", "Cannot update log.cleaner.threads dynamically in Quill: "),
+    # one event loop per broker: no thread pool for these to size
+    ("num.io.threads", "16", "Cannot update num.io.threads dynamically in Quill: requests are"),
+    ("background.threads", "4", "Cannot update background.threads dynamically in Quill: "),
+    # a listener's keystore password needs the static password.encoder.secret
+    ("listener.name.plaintext.ssl.key.password", "pw", "Password encoder secret not configured"),
     ("log.cleanup.policy", "shred", "Invalid value shred for configuration log.cleanup.policy"),
 ]
 

@@ -14,7 +14,12 @@ Which keys may change at run time is Kafka's list, less what Quill cannot honour
   log.cleaner.io.max.bytes.per.second;
 - the connection limits max.connections, max.connections.per.ip(.overrides);
 - num.recovery.threads.per.data.dir (the next log recovery);
-- the replication throttles leader/follower.replication.throttled.rate.
+- the replication throttles leader/follower.replication.throttled.rate;
+- per broker only, each TLS listener's keystore and truststore
+  (``listener.name.<listener>.ssl.keystore.location`` and the rest of
+  SECURITY_DYNAMIC): checked by loading them, applied to new connections
+  (``dynamic_listener``). Their passwords are stored encrypted with the static
+  ``password.encoder.secret`` (``security.password_encoder``), refused without it.
 
 A read-only key is refused as Kafka refuses it; a key Kafka can change and Quill does
 not implement is refused with the reason; a key that is no broker config at all is
@@ -35,6 +40,7 @@ from ..log.config import (
     LogConfig,
 )
 from ..protocol.errors import ErrorCode, KafkaError
+from ..security import password_encoder
 from .config import KEYS, UNSUPPORTED
 from .connection_quotas import ConfigValueError, parse_ip_overrides
 
@@ -99,7 +105,6 @@ NOT_IMPLEMENTED = {
     "log.cleaner.io.buffer.size": "the log cleaner reads whole segments",
     "log.cleaner.io.buffer.load.factor": "the log cleaner's key map is a dict",
     "num.replica.fetchers": "a broker runs one fetcher per source broker",
-    "background.threads": "background work runs on the broker's event loop",
     "max.connection.creation.rate": "connection creation is not rate limited",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas do not move between log dirs",
     "metric.reporters": "metrics are served by the Prometheus endpoint only",
@@ -115,6 +120,52 @@ _LOG_KEYS = frozenset(k for syns in BROKER_SYNONYMS.values() for k, _ in syns)
 #: every Kafka broker key Quill knows: those not dynamic are read-only
 KNOWN = frozenset(KEYS) | _LOG_KEYS | set(THROTTLES) | set(NOT_IMPLEMENTED)
 LISTENER_PREFIX = "listener.name."
+
+
+def listener_ssl_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<ssl key>`` -> (listener, ssl key); None otherwise."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, base = key[len(LISTENER_PREFIX) :].partition(".")
+    return (listener, base) if base in SECURITY_DYNAMIC else None
+
+
+def is_dynamic(key: str) -> bool:
+    return key in DYNAMIC or listener_ssl_key(key) is not None
+
+
+def _base(key: str) -> str:
+    found = listener_ssl_key(key)
+    return found[1] if found else key
+
+
+def is_password(key: str) -> bool:
+    spec = KEYS.get(_base(key))
+    return spec is not None and spec.sensitive
+
+
+def encode_passwords(new: Mapping[str, str], secret: str | None) -> dict[str, str]:
+    """Kafka's DynamicBrokerConfig.toPersistentProps: what ZooKeeper stores."""
+    out = dict(new)
+    for key in sorted(k for k in new if is_password(k)):
+        if not secret:
+            raise _invalid("Password encoder secret not configured")
+        out[key] = password_encoder.encode(secret, new[key])
+    return out
+
+
+def decode_passwords(stored: Mapping[str, str], secret: str | None) -> dict[str, str]:
+    """Kafka's fromPersistentProps: a password this secret cannot decode is dropped."""
+    out = dict(stored)
+    for key in sorted(k for k in stored if is_password(k)):
+        try:
+            if not secret:
+                raise password_encoder.PasswordEncoderError("password.encoder.secret is unset")
+            out[key] = password_encoder.decode(secret, stored[key])
+        except password_encoder.PasswordEncoderError as exc:
+            log.error("dynamic password config %s dropped: %s", key, exc)
+            del out[key]
+    return out
 
 
 def _scala_set(keys) -> str:
@@ -147,7 +198,9 @@ def validate(new: Mapping[str, str], per_broker: bool) -> None:
                 f"specified: {_scala_set(broker_only)}"
             )
     for key in sorted(keys):
-        if key in NOT_IMPLEMENTED or key.startswith(LISTENER_PREFIX):
+        if key in NOT_IMPLEMENTED or (
+            key.startswith(LISTENER_PREFIX) and listener_ssl_key(key) is None
+        ):
             why = NOT_IMPLEMENTED.get(key, "listeners' settings are read at start-up only")
             raise _invalid(f"Cannot update {key} dynamically in Quill: {why}")
 
@@ -205,6 +258,10 @@ class DynamicBrokerConfig:
         self.per_broker: dict[str, str] = {}
         self.default: dict[str, str] = {}
 
+    @property
+    def secret(self) -> str | None:
+        return self.static.get("password.encoder.secret") or None
+
     # -- layers -------------------------------------------------------------------------
     def layers(self) -> list[tuple[ConfigSource, dict[str, str]]]:
         """The dynamic levels, most specific first (what LogConfig.from_broker_props takes)."""
@@ -252,6 +309,9 @@ class DynamicBrokerConfig:
         if level is None:
             return False
         kept = {k: v for k, v in config.items() if k in DYNAMIC}
+        if level == "broker":  # listeners' keystores: per broker only
+            listener_keys = {k: v for k, v in config.items() if listener_ssl_key(k)}
+            kept.update(decode_passwords(listener_keys, self.secret))
         current = self.per_broker if level == "broker" else self.default
         if kept == current:
             return False
@@ -296,13 +356,16 @@ class DynamicBrokerConfig:
         broker, or (``default_level``, the empty resource name) the cluster defaults set."""
         levels = self.layers()[1:] if default_level else self.layers()
         levels.append((ConfigSource.STATIC_BROKER_CONFIG, self.static))
-        names = sorted(self.default) if default_level else sorted(ALL_KEYS)
+        if default_level:
+            names = sorted(self.default)
+        else:
+            names = sorted(ALL_KEYS | {k for k in self.per_broker if listener_ssl_key(k)})
         rows = []
         for key in names:
             if keys is not None and key not in keys:
                 continue
             found = _synonyms(key, levels)
-            sensitive = key in KEYS and KEYS[key].sensitive
+            sensitive = is_password(key)
             if sensitive:
                 found = [(n, None, s) for n, _v, s in found]
             value, source = (
@@ -312,14 +375,14 @@ class DynamicBrokerConfig:
                 {
                     "name": key,
                     "value": value,
-                    "read_only": key not in DYNAMIC,
+                    "read_only": not is_dynamic(key),
                     "config_source": int(source),
                     "is_sensitive": sensitive,
                     "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in found]
                     if synonyms
                     else [],
-                    "config_type": int(_config_type(key)),
-                    "documentation": KEYS[key].doc if key in KEYS else None,
+                    "config_type": int(_config_type(_base(key))),
+                    "documentation": KEYS[_base(key)].doc if _base(key) in KEYS else None,
                 }
             )
         return rows

@@ -39,7 +39,8 @@ from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
-from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, is_password
+from .dynamic_listener import ListenerSslUpdater
 from .handlers.fetch_session import FetchSessionCache
 from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
@@ -93,6 +94,7 @@ class KafkaServer:
         self.credential_cache = CredentialCache()  # SCRAM users, from /config/users
         self.listener_security = listener_securities(config, self.credential_cache)
         self.inter_broker_security = inter_broker_security(config)
+        self.listener_ssl = ListenerSslUpdater(config, self.listener_security)
         # KIP-227, for followers and consumers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.bound_ports: list[int] = []
@@ -176,7 +178,10 @@ class KafkaServer:
         if self.dynamic.update(entity, config):
             log.info(
                 "dynamic broker config now: broker %s, cluster default %s",
-                self.dynamic.per_broker,
+                {
+                    k: "[hidden]" if is_password(k) else v
+                    for k, v in self.dynamic.per_broker.items()
+                },
                 self.dynamic.default,
             )
             self._apply_dynamic()
@@ -199,6 +204,7 @@ class KafkaServer:
             dyn.value("max.connections.per.ip"),
             dyn.value("max.connections.per.ip.overrides"),
         )
+        self.listener_ssl.apply(dyn.per_broker)
         if self.logs is None or self.replicas is None:
             return
         self.logs.default_config = self.default_log_config
