@@ -23,6 +23,7 @@ from kazoo.exceptions import NoNodeError
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
 from tests.cli_helpers import tool
 from tests.group_helpers import wait_until
+from tests.metrics_helpers import samples
 from tests.ops_helpers import create_topic, state, unique
 from tests.wire import WireClient
 
@@ -33,6 +34,7 @@ SETTINGS = {
     "log.retention.check.interval.ms": "300",
     "log.retention.hours": "168",
     "offsets.topic.replication.factor": "1",
+    "quill.metrics.port": "free",
 }
 BROKER = ConfigResource.Type.BROKER
 
@@ -394,6 +396,61 @@ def test_connection_limit_overrides_apply_to_new_connections(cluster, admin):
     assert _admitted(broker, "127.0.0.1")
     _incremental(admin, "1", {"max.connections.per.ip.overrides": (AlterConfigOpType.DELETE, None)})
     wait_until(lambda: _admitted(broker, "127.0.0.2"), what="127.0.0.2 admitted again")
+
+
+FETCHER_REQUESTS = "kafka_server_fetcherstats_requests_total"
+
+
+def _fetchers(broker) -> dict[str, float]:
+    """clientId -> Fetch requests sent, of each replica fetcher the broker runs."""
+    return {
+        dict(labels)["clientId"]: v
+        for (name, labels), v in samples(broker.metrics_port).items()
+        if name == FETCHER_REQUESTS
+    }
+
+
+def _java_fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    """Kafka's getFetcherId, written out again here to check the broker's."""
+    h = 0
+    for ch in topic:
+        h = (31 * h + ord(ch)) % 2**32
+    h = (31 * h + partition) % 2**32
+    h = h - 2**32 if h >= 2**31 else h
+    return abs(h) % fetchers
+
+
+def test_num_replica_fetchers_resized_live(cluster, admin):
+    """Broker 2 follows 8 partitions led by broker 1: one fetcher, then two (the
+    partitions hashed across them as Kafka does), then one again; acks=all produces
+    (broker 2 in the ISR) succeed throughout."""
+    topic = create_topic(cluster, "dynfetch", [[1, 2]] * 8)
+    follower = cluster.broker(2)
+    wait_until(lambda: set(_fetchers(follower)) == {"ReplicaFetcherThread-0-1"})
+    assert {_java_fetcher_id(topic, p, 2) for p in range(8)} == {0, 1}
+
+    _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.SET, "2")})
+    both = {"ReplicaFetcherThread-0-1", "ReplicaFetcherThread-1-1"}
+    wait_until(
+        lambda: set(_fetchers(follower)) == both and min(_fetchers(follower).values()) > 0,
+        what="two fetchers fetching",
+    )
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    errors = []
+    for partition in range(8):
+        p.produce(topic, b"v", partition=partition, on_delivery=lambda e, _m: errors.append(e))
+    assert p.flush(30) == 0 and errors == [None] * 8
+    wait_until(
+        lambda: all(state(cluster, topic, i)["isr"] == [1, 2] for i in range(8)),
+        what="the ISR intact",
+    )
+    assert _describe(admin, "2")["num.replica.fetchers"].value == "2"
+
+    _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.DELETE, None)})
+    wait_until(lambda: set(_fetchers(follower)) == {"ReplicaFetcherThread-0-1"})
+    for partition in range(8):
+        p.produce(topic, b"w", partition=partition, on_delivery=lambda e, _m: errors.append(e))
+    assert p.flush(30) == 0 and errors == [None] * 16
 
 
 def test_cli_alter_and_describe_one_broker(cluster):

@@ -327,6 +327,20 @@ KEYS: dict[str, Key] = {
             "Secret that encrypts dynamic password configs in ZooKeeper",
             sensitive=True,
         ),
+        Key(
+            "num.replica.fetchers",
+            _int,
+            1,
+            "Fetchers (connections) per source broker; partitions hashed across them",
+            1,
+        ),
+        Key(
+            "max.connection.creation.rate",
+            _int,
+            2**31 - 1,
+            "Connections accepted per second, broker-wide (KIP-612)",
+            0,
+        ),
         Key("quill.metrics.port", _int, 0, "Port of the Prometheus endpoint (0: none)", 0),
         Key("quill.metrics.host", str, None, "Address of that endpoint (the listener's host)"),
     ]

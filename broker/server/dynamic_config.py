@@ -62,13 +62,20 @@ CLEANER_DYNAMIC = frozenset(
     }
 )
 SOCKET_DYNAMIC = frozenset(
-    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
+    {
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
+    }
 )
+#: Kafka's DynamicBrokerConfig.ClusterLevelListenerConfigs that Quill honours per listener
+LISTENER_RATE = "max.connection.creation.rate"
 DYNAMIC = (
     LOG_DYNAMIC
     | CLEANER_DYNAMIC
     | SOCKET_DYNAMIC
-    | {"num.recovery.threads.per.data.dir"}
+    | {"num.recovery.threads.per.data.dir", "num.replica.fetchers"}
     | set(THROTTLES)
 )
 
@@ -104,8 +111,6 @@ NOT_IMPLEMENTED = {
     "log.cleaner.threads": "the log cleaner is one task on the broker's event loop",
     "log.cleaner.io.buffer.size": "the log cleaner reads whole segments",
     "log.cleaner.io.buffer.load.factor": "the log cleaner's key map is a dict",
-    "num.replica.fetchers": "a broker runs one fetcher per source broker",
-    "max.connection.creation.rate": "connection creation is not rate limited",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas do not move between log dirs",
     "metric.reporters": "metrics are served by the Prometheus endpoint only",
     "listeners": "listeners are opened at start-up only",
@@ -122,21 +127,38 @@ KNOWN = frozenset(KEYS) | _LOG_KEYS | set(THROTTLES) | set(NOT_IMPLEMENTED)
 LISTENER_PREFIX = "listener.name."
 
 
-def listener_ssl_key(key: str) -> tuple[str, str] | None:
-    """``listener.name.<listener>.<ssl key>`` -> (listener, ssl key); None otherwise."""
+def listener_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (listener, key) for the listener keys Quill
+    changes at run time (keystores, truststores, the creation rate); None otherwise."""
     if not key.startswith(LISTENER_PREFIX):
         return None
     listener, _, base = key[len(LISTENER_PREFIX) :].partition(".")
-    return (listener, base) if base in SECURITY_DYNAMIC else None
+    return (listener, base) if base in SECURITY_DYNAMIC or base == LISTENER_RATE else None
+
+
+def listener_ssl_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<ssl key>`` -> (listener, ssl key); None otherwise."""
+    found = listener_key(key)
+    return found if found and found[1] in SECURITY_DYNAMIC else None
 
 
 def is_dynamic(key: str) -> bool:
-    return key in DYNAMIC or listener_ssl_key(key) is not None
+    return key in DYNAMIC or listener_key(key) is not None
 
 
 def _base(key: str) -> str:
-    found = listener_ssl_key(key)
+    found = listener_key(key)
     return found[1] if found else key
+
+
+def listener_rates(props: Mapping[str, str]) -> dict[str, int]:
+    """listener name (upper case, as the broker names it) -> its creation rate limit."""
+    out = {}
+    for key, raw in props.items():
+        found = listener_key(key)
+        if found and found[1] == LISTENER_RATE:
+            out[found[0].upper()] = typed(LISTENER_RATE, raw)
+    return out
 
 
 def is_password(key: str) -> bool:
@@ -188,10 +210,13 @@ def validate(new: Mapping[str, str], per_broker: bool) -> None:
             "These security configs can be dynamically updated only per-listener using the "
             f"listener prefix: {_scala_set(unprefixed)}"
         )
-    for key in sorted(keys & DYNAMIC):
-        typed(key, new[key])
+    for key in sorted(keys):
+        if key in DYNAMIC or _base(key) == LISTENER_RATE:
+            typed(key, new[key])
     if not per_broker:
-        broker_only = (keys & PER_BROKER) | {k for k in keys if k.startswith(LISTENER_PREFIX)}
+        broker_only = (keys & PER_BROKER) | {
+            k for k in keys if k.startswith(LISTENER_PREFIX) and _base(k) != LISTENER_RATE
+        }
         if broker_only:
             raise _invalid(
                 "Cannot update these configs at default cluster level, broker id must be "
@@ -199,7 +224,7 @@ def validate(new: Mapping[str, str], per_broker: bool) -> None:
             )
     for key in sorted(keys):
         if key in NOT_IMPLEMENTED or (
-            key.startswith(LISTENER_PREFIX) and listener_ssl_key(key) is None
+            key.startswith(LISTENER_PREFIX) and listener_key(key) is None
         ):
             why = NOT_IMPLEMENTED.get(key, "listeners' settings are read at start-up only")
             raise _invalid(f"Cannot update {key} dynamically in Quill: {why}")
@@ -209,6 +234,8 @@ def typed(key: str, raw: str) -> Any:
     """One dynamic key's value, parsed and range-checked (INVALID_CONFIG otherwise)."""
     if key in THROTTLES:
         return _number(key, raw, 0, "LONG")
+    if _base(key) == LISTENER_RATE:
+        return _number(key, raw, 0, "INT")
     spec = KEYS.get(key)
     if spec is None or key in LOG_DYNAMIC:
         return raw  # checked by LogConfig as a whole (check_log_defaults)
@@ -308,7 +335,7 @@ class DynamicBrokerConfig:
         level = self.entity_of(entity)
         if level is None:
             return False
-        kept = {k: v for k, v in config.items() if k in DYNAMIC}
+        kept = {k: v for k, v in config.items() if k in DYNAMIC or _base(k) == LISTENER_RATE}
         if level == "broker":  # listeners' keystores: per broker only
             listener_keys = {k: v for k, v in config.items() if listener_ssl_key(k)}
             kept.update(decode_passwords(listener_keys, self.secret))
@@ -359,7 +386,8 @@ class DynamicBrokerConfig:
         if default_level:
             names = sorted(self.default)
         else:
-            names = sorted(ALL_KEYS | {k for k in self.per_broker if listener_ssl_key(k)})
+            listener_keys = {k for k in (*self.per_broker, *self.default) if listener_key(k)}
+            names = sorted(ALL_KEYS | listener_keys)
         rows = []
         for key in names:
             if keys is not None and key not in keys:

@@ -4,7 +4,9 @@ with confluent-kafka's AdminClient (IncrementalAlterConfigs on the broker's own
 producer connected before keeps producing; a keystore whose key does not match its
 certificate, or whose certificate names another subject, is refused with INVALID_CONFIG
 and the old one stays. The key password is stored encrypted with the static
-``password.encoder.secret`` and DescribeConfigs shows it as sensitive, without a value."""
+``password.encoder.secret`` and DescribeConfigs shows it as sensitive, without a value.
+KIP-612's ``listener.name.<l>.max.connection.creation.rate`` set the same way slows a
+burst of connections down to the limit, counted by the socket-server metrics."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from cryptography import x509
 from broker.zk.znodes import ConfigEntityZNode
 from quill_stack import ports, tls
 from tests.group_helpers import wait_until
+from tests.metrics_helpers import value, wait_value
 
 pytestmark = pytest.mark.cluster
 
@@ -81,6 +84,8 @@ def cluster(cluster_factory, pki):
             "ssl.key.password": KEY_PASSWORD,
             "password.encoder.secret": "encoder-secret",
             "offsets.topic.replication.factor": "1",
+            "quill.metrics.port": "free",
+            "quota.window.num": "2",  # rates over 1-2 s, so a burst measures as one
         },
     )
     cluster.ssl_port = ssl_port
@@ -98,17 +103,20 @@ def _serial(cluster, pki) -> int:
             return x509.load_der_x509_certificate(conn.getpeercert(binary_form=True)).serial_number
 
 
-def _set_keystore(cluster, location, password: str) -> None:
-    ops = {"ssl.keystore.location": str(location), "ssl.key.password": password}
+def _alter(cluster, ops: dict, op=AlterConfigOpType.SET) -> None:
     res = ConfigResource(
         BROKER,
         "1",
-        incremental_configs=[
-            ConfigEntry(PREFIX + k, v, incremental_operation=AlterConfigOpType.SET)
-            for k, v in ops.items()
-        ],
+        incremental_configs=[ConfigEntry(k, v, incremental_operation=op) for k, v in ops.items()],
     )
     cluster.admin.incremental_alter_configs([res])[res].result(30)
+
+
+def _set_keystore(cluster, location, password: str) -> None:
+    _alter(
+        cluster,
+        {PREFIX + "ssl.keystore.location": str(location), PREFIX + "ssl.key.password": password},
+    )
 
 
 def _produce(producer: Producer, value: bytes) -> None:
@@ -188,3 +196,54 @@ def _try_serial(cluster, pki) -> int | None:
         return _serial(cluster, pki)
     except OSError:
         return None
+
+
+CREATED = "kafka_server_socket_server_metrics_connection_creation_total"
+ACCEPT_RATE = "kafka_server_socket_server_metrics_connection_accept_rate"
+THROTTLE = "kafka_server_socket_server_metrics_connection_accept_throttle_time"
+RATE_KEY = "listener.name.plaintext.max.connection.creation.rate"
+BURST = 20
+
+
+def _burst(cluster) -> list[socket.socket]:
+    """BURST TCP connections at once to broker 1's PLAINTEXT listener (the kernel's
+    backlog holds them until the broker accepts)."""
+    port = int(cluster.bootstrap.split(",")[0].rsplit(":", 1)[1])
+    return [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(BURST)]
+
+
+def _accepted_burst(cluster, metrics_port: int) -> float:
+    """Open a burst, wait until the broker has accepted every one: the accept rate then."""
+    labels = {"listener": "PLAINTEXT", "networkProcessor": "0"}
+    before = value(metrics_port, CREATED, **labels)
+    conns = _burst(cluster)
+    try:
+        wait_value(metrics_port, CREATED, lambda n: n >= before + BURST, 120, **labels)
+        return value(metrics_port, ACCEPT_RATE, listener="PLAINTEXT")
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def test_listener_connection_creation_rate(cluster):
+    metrics_port = cluster.broker(1).metrics_port
+    with pytest.raises(KafkaException) as info:
+        _alter(cluster, {"max.connection.creation.rate": "-1"})
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "Value must be at least 0" in info.value.args[0].str()
+
+    _alter(cluster, {RATE_KEY: "2"})
+    res = ConfigResource(BROKER, "1")
+    wait_until(
+        lambda: cluster.admin.describe_configs([res])[res].result(30)[RATE_KEY].value == "2",
+        what="the dynamic rate",
+    )
+    # every connection of the burst is accepted, none faster than the limit allows:
+    # the acceptor waited, and the measured rate stays near 2/s (unthrottled, 20
+    # connections within a 1-2 s window measure 10/s or more)
+    throttled = _accepted_burst(cluster, metrics_port)
+    assert throttled <= 2 * 2.5, throttled
+    assert value(metrics_port, THROTTLE, listener="PLAINTEXT") > 0
+
+    _alter(cluster, {RATE_KEY: ""}, AlterConfigOpType.DELETE)
+    wait_until(lambda: RATE_KEY not in cluster.admin.describe_configs([res])[res].result(30))
