@@ -12,8 +12,10 @@ Which keys may change at run time is Kafka's list, less what Quill cannot honour
   log.message.format.version, which Kafka keeps read-only);
 - the cleaner's log.cleaner.backoff.ms, log.cleaner.dedupe.buffer.size and
   log.cleaner.io.max.bytes.per.second;
-- the connection limits max.connections, max.connections.per.ip(.overrides);
+- the connection limits max.connections, max.connections.per.ip(.overrides), and
+  max.connection.creation.rate (also per listener, KIP-612);
 - num.recovery.threads.per.data.dir (the next log recovery);
+- num.replica.fetchers (the fetcher pool is resized at once);
 - the replication throttles leader/follower.replication.throttled.rate;
 - per broker only, each TLS listener's keystore and truststore
   (``listener.name.<listener>.ssl.keystore.location`` and the rest of
@@ -108,7 +110,10 @@ PER_BROKER = SECURITY_DYNAMIC | {
 #: keys Kafka changes at run time and Quill does not: refused, with why
 NOT_IMPLEMENTED = {
     **UNSUPPORTED,
-    "log.cleaner.threads": "the log cleaner is one task on the broker's event loop",
+    "log.cleaner.threads": (
+        "the log cleaner is synchronous, one log per pass from the log manager's tick; "
+        "passes do not run concurrently, so there is no pool to size"
+    ),
     "log.cleaner.io.buffer.size": "the log cleaner reads whole segments",
     "log.cleaner.io.buffer.load.factor": "the log cleaner's key map is a dict",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas do not move between log dirs",
