@@ -35,6 +35,7 @@ SETTINGS = {
     "log.retention.hours": "168",
     "offsets.topic.replication.factor": "1",
     "quill.metrics.port": "free",
+    "num.replica.fetchers": "2",  # static; dynamic changes in test_num_replica_fetchers...
 }
 BROKER = ConfigResource.Type.BROKER
 
@@ -420,37 +421,51 @@ def _java_fetcher_id(topic: str, partition: int, fetchers: int) -> int:
     return abs(h) % fetchers
 
 
-def test_num_replica_fetchers_resized_live(cluster, admin):
-    """Broker 2 follows 8 partitions led by broker 1: one fetcher, then two (the
-    partitions hashed across them as Kafka does), then one again; acks=all produces
-    (broker 2 in the ISR) succeed throughout."""
-    topic = create_topic(cluster, "dynfetch", [[1, 2]] * 8)
-    follower = cluster.broker(2)
-    wait_until(lambda: set(_fetchers(follower)) == {"ReplicaFetcherThread-0-1"})
-    assert {_java_fetcher_id(topic, p, 2) for p in range(8)} == {0, 1}
+def _fetcher_ids(follower) -> set[int]:
+    """Fetcher ids of broker 2's fetchers from leader 1."""
+    return {int(name.split("-")[1]) for name in _fetchers(follower) if name.endswith("-1")}
 
-    _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.SET, "2")})
-    both = {"ReplicaFetcherThread-0-1", "ReplicaFetcherThread-1-1"}
-    wait_until(
-        lambda: set(_fetchers(follower)) == both and min(_fetchers(follower).values()) > 0,
-        what="two fetchers fetching",
-    )
+
+def _fetching(follower, topic: str, n: int) -> bool:
+    """Broker 2 runs the fetchers Kafka's hash puts the topic's partitions on, and
+    none of an id the pool of ``n`` does not have."""
+    wanted = {_java_fetcher_id(topic, p, n) for p in range(8)}
+    ids = _fetcher_ids(follower)
+    return bool(ids) and wanted <= ids and max(ids) < n
+
+
+def _produce_acks_all(cluster, topic: str, value: bytes) -> None:
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
     errors = []
     for partition in range(8):
-        p.produce(topic, b"v", partition=partition, on_delivery=lambda e, _m: errors.append(e))
+        p.produce(topic, value, partition=partition, on_delivery=lambda e, _m: errors.append(e))
     assert p.flush(30) == 0 and errors == [None] * 8
+
+
+def test_num_replica_fetchers_resized_live(cluster, admin):
+    """Broker 2 (static num.replica.fetchers=2) follows 8 partitions led by broker 1:
+    two fetchers, then three (dynamic), then two again (the dynamic value deleted), the
+    partitions hashed across them as Kafka does; acks=all produces (broker 2 in the
+    ISR) succeed throughout."""
+    topic = create_topic(cluster, "dynfetch", [[1, 2]] * 8)
+    follower = cluster.broker(2)
+    wait_until(lambda: _fetching(follower, topic, 2), what="two fetchers (static)")
+    _produce_acks_all(cluster, topic, b"v")
+
+    _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.SET, "3")})
+    wait_until(lambda: _fetching(follower, topic, 3), what="three fetchers")
+    wait_until(lambda: min(_fetchers(follower).values()) > 0, what="every fetcher fetching")
+    _produce_acks_all(cluster, topic, b"w")
     wait_until(
         lambda: all(state(cluster, topic, i)["isr"] == [1, 2] for i in range(8)),
         what="the ISR intact",
     )
-    assert _describe(admin, "2")["num.replica.fetchers"].value == "2"
+    assert _describe(admin, "2")["num.replica.fetchers"].value == "3"
 
     _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.DELETE, None)})
-    wait_until(lambda: set(_fetchers(follower)) == {"ReplicaFetcherThread-0-1"})
-    for partition in range(8):
-        p.produce(topic, b"w", partition=partition, on_delivery=lambda e, _m: errors.append(e))
-    assert p.flush(30) == 0 and errors == [None] * 16
+    wait_until(lambda: _fetching(follower, topic, 2), what="two fetchers again")
+    _produce_acks_all(cluster, topic, b"x")
+    assert _describe(admin, "2")["num.replica.fetchers"].value == "2"
 
 
 def test_cli_alter_and_describe_one_broker(cluster):
