@@ -318,6 +318,39 @@ KEYS: dict[str, Key] = {
             "https",
             "https: brokers check each other's host names ('' to skip)",
         ),
+        Key(
+            "ssl.allow.dn.changes",
+            _bool,
+            False,
+            "A dynamic keystore update may change the certificate's subject DN",
+        ),
+        Key(
+            "ssl.allow.san.changes",
+            _bool,
+            False,
+            "A dynamic keystore update may change the certificate's subjectAltNames",
+        ),
+        Key(
+            "password.encoder.secret",
+            str,
+            None,
+            "Secret that encrypts dynamic password configs in ZooKeeper",
+            sensitive=True,
+        ),
+        Key(
+            "num.replica.fetchers",
+            _int,
+            1,
+            "Fetchers (connections) per source broker; partitions hashed across them",
+            1,
+        ),
+        Key(
+            "max.connection.creation.rate",
+            _int,
+            2**31 - 1,
+            "Connections accepted per second, broker-wide (KIP-612)",
+            0,
+        ),
         Key("quill.metrics.port", _int, 0, "Port of the Prometheus endpoint (0: none)", 0),
         Key("quill.metrics.host", str, None, "Address of that endpoint (the listener's host)"),
     ]
@@ -331,6 +364,7 @@ _LOG_KEYS = {broker_key for synonyms in BROKER_SYNONYMS.values() for broker_key,
 UNSUPPORTED = {
     "num.network.threads": "the broker serves every connection on one asyncio event loop",
     "num.io.threads": "requests are handled on the broker's asyncio event loop",
+    "background.threads": "background tasks run on the broker's asyncio event loop",
 }
 
 

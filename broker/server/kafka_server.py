@@ -39,8 +39,9 @@ from .apis import SUPPORTED, KafkaApis
 from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
-from .connection_quotas import ConnectionQuotas, RequestMemoryPool
-from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from .connection_quotas import ConnectionQuotas, CreationRates, RequestMemoryPool
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, is_password, listener_rates
+from .dynamic_listener import ListenerSslUpdater
 from .handlers.fetch_session import FetchSessionCache
 from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
@@ -98,6 +99,10 @@ class KafkaServer:
         self.credential_cache = CredentialCache()  # SCRAM users, from /config/users
         self.listener_security = listener_securities(config, self.credential_cache)
         self.inter_broker_security = inter_broker_security(config)
+        self.listener_ssl = ListenerSslUpdater(config, self.listener_security)
+        self.sockets.quotas.creation = CreationRates(
+            config["quota.window.num"], config["quota.window.size.seconds"] * 1000
+        )
         # KIP-227, for followers and consumers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.bound_ports: list[int] = []
@@ -181,7 +186,10 @@ class KafkaServer:
         if self.dynamic.update(entity, config):
             log.info(
                 "dynamic broker config now: broker %s, cluster default %s",
-                self.dynamic.per_broker,
+                {
+                    k: "[hidden]" if is_password(k) else v
+                    for k, v in self.dynamic.per_broker.items()
+                },
                 self.dynamic.default,
             )
             self._apply_dynamic()
@@ -204,6 +212,13 @@ class KafkaServer:
             dyn.value("max.connections.per.ip"),
             dyn.value("max.connections.per.ip.overrides"),
         )
+        self.listener_ssl.apply(dyn.per_broker)
+        endpoints = self.config.endpoints
+        self.sockets.quotas.creation.reconfigure(
+            dyn.value("max.connection.creation.rate"),
+            listener_rates(dyn.merged()),
+            endpoints.inter_broker if len(endpoints.bind) > 1 else None,
+        )
         if self.logs is None or self.replicas is None:
             return
         self.logs.default_config = self.default_log_config
@@ -211,6 +226,7 @@ class KafkaServer:
         self.logs.cleaner.dedupe_buffer_size = dyn.value("log.cleaner.dedupe.buffer.size")
         self.logs.cleaner.io_max_bytes_per_second = dyn.value("log.cleaner.io.max.bytes.per.second")
         self.logs.recovery_threads = max(1, dyn.value("num.recovery.threads.per.data.dir"))
+        self.fetchers.resize(dyn.value("num.replica.fetchers"))
         for key, quota in (
             ("leader.replication.throttled.rate", self.replicas.leader_quota),
             ("follower.replication.throttled.rate", self.replicas.follower_quota),

@@ -244,7 +244,9 @@ def check_security(cfg: BrokerConfig) -> None:
         rest = key[len("listener.name.") :]
         listener, _, sub = rest.partition(".")
         ok = listener in names and (
-            sub in LISTENER_KEYS or sub == REAUTH_KEY or _mechanism_key(sub) in SUPPORTED_MECHANISMS
+            sub in LISTENER_KEYS
+            or sub in (REAUTH_KEY, "max.connection.creation.rate")
+            or _mechanism_key(sub) in SUPPORTED_MECHANISMS
         )
         if ok and sub.partition(".")[2] in MECHANISM_KEYS - {JAAS_SUFFIX[1:], REAUTH_KEY}:
             ok = _mechanism_key(sub) == "OAUTHBEARER"  # its handler and sasl.oauthbearer.*
