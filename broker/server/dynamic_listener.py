@@ -24,7 +24,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..security.ssl_factory import SslConfigError, keystore_certificate, server_context
 from .config import KEYS
 from .dynamic_config import SECURITY_DYNAMIC
-from .listener_security import _prefix, _ssl_settings, listener_value
+from .listener_security import listener_prefix, listener_ssl_settings, listener_value
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -55,14 +55,14 @@ class ListenerSslUpdater:
         self.cfg = cfg
         self.securities = securities
         self.applied = {
-            name: _ssl_settings(cfg, name) for name, sec in securities.items() if sec.tls
+            name: listener_ssl_settings(cfg, name) for name, sec in securities.items() if sec.tls
         }
 
     def settings(self, listener: str, per_broker: Mapping[str, str]) -> dict[str, Any]:
         """The listener's static ``ssl.*`` values with its dynamic ones over them."""
-        out = _ssl_settings(self.cfg, listener)
+        out = listener_ssl_settings(self.cfg, listener)
         for key in SECURITY_DYNAMIC:
-            raw = per_broker.get(_prefix(listener) + key)
+            raw = per_broker.get(listener_prefix(listener) + key)
             if raw is not None:
                 out[key] = KEYS[key].parse(raw)
         return out
@@ -71,7 +71,7 @@ class ListenerSslUpdater:
         """Kafka's SslFactory.CertificateEntries.ensureCompatible."""
         if all(old.get(k) == new.get(k) for k in KEYSTORE_KEYS):
             return
-        prefix = _prefix(listener)
+        prefix = listener_prefix(listener)
         before = keystore_certificate(old, prefix)
         after = keystore_certificate(new, prefix)
         if not listener_value(self.cfg, listener, "ssl.allow.dn.changes") and _dn(before) != _dn(
@@ -98,7 +98,7 @@ class ListenerSslUpdater:
             if new == old:
                 continue
             try:
-                ctx = server_context(new, _prefix(listener))
+                ctx = server_context(new, listener_prefix(listener))
                 self._check_compatible(listener, old, new)
             except SslConfigError as exc:
                 raise KafkaError(

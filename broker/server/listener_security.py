@@ -67,30 +67,30 @@ MECHANISM_KEYS = {
 }
 
 
-def _prefix(listener: str) -> str:
+def listener_prefix(listener: str) -> str:
     return f"listener.name.{listener.lower()}."
 
 
 def listener_value(cfg: BrokerConfig, listener: str, key: str) -> Any:
     """The listener's own value of ``key`` if set, else the broker-wide one."""
-    raw = cfg.raw.get(_prefix(listener) + key)
+    raw = cfg.raw.get(listener_prefix(listener) + key)
     if raw is None:
         return cfg[key]
     try:
         return KEYS[key].parse(raw)
     except (ValueError, TypeError) as exc:
         raise ConfigError(
-            f"Invalid value {raw!r} for configuration {_prefix(listener)}{key}: {exc}"
+            f"Invalid value {raw!r} for configuration {listener_prefix(listener)}{key}: {exc}"
         ) from None
 
 
-def _ssl_settings(cfg: BrokerConfig, listener: str) -> dict[str, Any]:
+def listener_ssl_settings(cfg: BrokerConfig, listener: str) -> dict[str, Any]:
     """The listener's ``ssl.*`` values (its own where set, else the broker's)."""
     return {k: listener_value(cfg, listener, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
 
 
 def jaas_config(cfg: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
-    key = f"{_prefix(listener)}{mechanism.lower()}{JAAS_SUFFIX}"
+    key = f"{listener_prefix(listener)}{mechanism.lower()}{JAAS_SUFFIX}"
     text = cfg.raw.get(key)
     if text is None:
         return None
@@ -168,10 +168,10 @@ def build_listener_security(
     protocol, name = endpoint.security_protocol, endpoint.name
     sec = ListenerSecurity(name, protocol)
     if protocol in ("SSL", "SASL_SSL"):
-        settings = _ssl_settings(cfg, name)
+        settings = listener_ssl_settings(cfg, name)
         try:
             sec.ssl_context = server_context(
-                settings, _prefix(name) if _has_prefixed(cfg, name) else ""
+                settings, listener_prefix(name) if _has_prefixed(cfg, name) else ""
             )
         except SslConfigError as exc:
             raise ConfigError(f"Listener {endpoint.uri}: {exc}") from None
@@ -196,7 +196,7 @@ def build_listener_security(
             if jaas is None:
                 raise ConfigError(
                     f"Listener {endpoint.uri} enables PLAIN but has no "
-                    f"{_prefix(name)}plain{JAAS_SUFFIX} (PlainLoginModule with user_<name>=...)"
+                    f"{listener_prefix(name)}plain{JAAS_SUFFIX} (PlainLoginModule with user_<name>=...)"
                 )
             users = jaas.plain_users()
         reauth = {m: mechanism_value(cfg, name, m, REAUTH_KEY) for m in enabled}
@@ -204,7 +204,7 @@ def build_listener_security(
         if "OAUTHBEARER" in enabled:
             sec.sasl.oauth = oauth_validator(
                 jaas_config(cfg, name, "OAUTHBEARER"),
-                cfg.raw.get(f"{_prefix(name)}oauthbearer.{HANDLER_KEY}"),
+                cfg.raw.get(f"{listener_prefix(name)}oauthbearer.{HANDLER_KEY}"),
                 lambda key: mechanism_value(cfg, name, "OAUTHBEARER", key),
                 f"Listener {endpoint.uri}",
             )
@@ -216,7 +216,10 @@ def mechanism_value(cfg: BrokerConfig, listener: str, mechanism: str, name: str)
     it (KIP-368's connections.max.reauth.ms, OAUTHBEARER's sasl.oauthbearer.*): the
     mechanism's, the listener's, the broker's."""
     spec = KEYS[name]
-    for key in (f"{_prefix(listener)}{mechanism.lower()}.{name}", _prefix(listener) + name):
+    for key in (
+        f"{listener_prefix(listener)}{mechanism.lower()}.{name}",
+        listener_prefix(listener) + name,
+    ):
         raw = cfg.raw.get(key)
         if raw is None:
             continue
@@ -233,7 +236,7 @@ def mechanism_value(cfg: BrokerConfig, listener: str, mechanism: str, name: str)
 
 
 def _has_prefixed(cfg: BrokerConfig, listener: str) -> bool:
-    return any(k.startswith(_prefix(listener)) for k in cfg.raw)
+    return any(k.startswith(listener_prefix(listener)) for k in cfg.raw)
 
 
 def check_security(cfg: BrokerConfig) -> None:
@@ -276,7 +279,7 @@ def check_security(cfg: BrokerConfig) -> None:
         if jaas is None or not jaas.username or jaas.password is None:
             raise ConfigError(
                 f"the inter-broker listener {inter.name} uses SASL {mechanism}: "
-                f"{_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
+                f"{listener_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
                 'own username="..." password="..."'
             )
 
@@ -284,7 +287,7 @@ def check_security(cfg: BrokerConfig) -> None:
 def _check_oauth_inter_broker(cfg: BrokerConfig, listener: str) -> None:
     """Brokers talk OAUTHBEARER with unsecured tokens from the listener's JAAS options
     (Kafka's unsecuredLoginStringClaim_sub=...), so that listener must take them."""
-    if cfg.raw.get(f"{_prefix(listener)}oauthbearer.{HANDLER_KEY}", "").strip() not in (
+    if cfg.raw.get(f"{listener_prefix(listener)}oauthbearer.{HANDLER_KEY}", "").strip() not in (
         "",
         UNSECURED_HANDLER,
     ):
@@ -297,7 +300,7 @@ def _check_oauth_inter_broker(cfg: BrokerConfig, listener: str) -> None:
     except OAuthConfigError as exc:
         raise ConfigError(
             f"the inter-broker listener {listener} uses SASL OAUTHBEARER: "
-            f"{_prefix(listener)}oauthbearer{JAAS_SUFFIX}: {exc}"
+            f"{listener_prefix(listener)}oauthbearer{JAAS_SUFFIX}: {exc}"
         ) from None
 
 
@@ -328,9 +331,9 @@ def inter_broker_security(cfg: BrokerConfig) -> ClientSecurity:
     protocol = next(e for e in cfg.endpoints.advertised if e.name == name).security_protocol
     context = None
     if protocol in ("SSL", "SASL_SSL"):
-        settings = _ssl_settings(cfg, name)
+        settings = listener_ssl_settings(cfg, name)
         try:
-            context = broker_client_context(settings, _prefix(name))
+            context = broker_client_context(settings, listener_prefix(name))
         except SslConfigError as exc:
             raise ConfigError(f"inter-broker listener {name}: {exc}") from None
     if not protocol.startswith("SASL"):
