@@ -45,13 +45,6 @@ _LEN = struct.Struct(">i")
 _OFFSETS = itertools.count()  # one partition: each produce request appends one batch
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
-
-
 def split_frames(buf: bytearray) -> list[bytes]:
     """Remove the complete 4-byte length-prefixed frames at the start of ``buf`` and
     return them (without their prefix); a partial frame stays in ``buf``."""
@@ -249,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(args.serve, args.loop)
         return 0
-    model = cpu_model()
+    model = machine_cpu.cpu_model()
     rows = [
         (f"floor, {name} loop", floor_row(name, args.connections, args.seconds))
         for name in args.loops.split(",")

@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench import machine_cpu  # noqa: E402
 from bench.acks_all import TOPIC_CONFIG, fixed_rate  # noqa: E402
-from bench.floor import cpu_model  # noqa: E402
 from bench.localstack import local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
 
@@ -188,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     brokers = result["brokers"]
     run = result["run"]
     print(
-        f"{cpu_model()}; acks=all linger.ms=0 @{args.rate}/s for {args.seconds:g} s: "
+        f"{machine_cpu.cpu_model()}; acks=all linger.ms=0 @{args.rate}/s for {args.seconds:g} s: "
         f"{result['records']:,} records acknowledged ({run['records_per_sec']:,.0f}/s, "
         f"p99 {run['p99_ms']:.1f} ms, {result['batching']:.2f} records per Produce request); "
         f"machine meanwhile: {machine_cpu.describe(run['cpu'])}"
