@@ -2,6 +2,7 @@
 
     python bench/acks_all.py [--seconds 10] [--rate 10000] [--idle-partitions 300]
                              [--bulk-records 300000] [--idle-first N] [--baseline REF]
+                             [--burst 100]
 
 Three brokers on this machine (built as quill-stack builds them), a topic with 6
 partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
@@ -28,7 +29,11 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
   mock cluster (no broker; the mock answers inside the client): the client's own share
   of the latency at linger.ms 0 and 5, printed before the cluster rows.
 
-Each fixed-rate row also reports the CPU used meanwhile (bench/machine_cpu.py): the
+``--burst N`` sends the fixed-rate rows' records N at a time (bursts evenly paced: 100
+records every 10 ms at 10,000/s) instead of one by one, as bursty arrivals do.
+
+Every row of the table starts with the CPU model (/proc/cpuinfo). Each fixed-rate row
+also reports the CPU used meanwhile (bench/machine_cpu.py): the
 three brokers', the client's (this process, librdkafka's threads included) and every
 other process's on the machine, the busiest named. On two shared cores a row's tail
 moves with all of them.
@@ -85,13 +90,43 @@ def warm_up(producer, topic: str) -> None:
         raise RuntimeError(f"warm-up records to {topic} were not acknowledged")
 
 
-def _timed_run(producer, topic: str, rate: int, seconds: float, brokers: list[int]) -> dict:
+def burst_run(producer, topic: str, count: int, payload: bytes, rate: int, burst: int):
+    """``count`` records at ``rate`` on average, ``burst`` at a time (100 records every
+    10 ms at 10,000/s) instead of evenly paced; every record timed exactly."""
+    from functools import partial
+
+    stats = producer_perf.Stats(count, None)
+    start = time.perf_counter()
+    for first in range(0, count, burst):
+        due = start + first / rate
+        while (delay := due - time.perf_counter()) > 0.001:
+            producer.poll(delay)  # serves delivery reports while it waits
+        for _ in range(min(burst, count - first)):
+            callback = partial(stats.sampled, time.perf_counter())
+            while True:
+                try:
+                    producer.produce(topic, payload, on_delivery=callback)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError(f"records to {topic} were not acknowledged in 60 s")
+    return stats
+
+
+def _timed_run(
+    producer, topic: str, rate: int, seconds: float, brokers: list[int], burst: int = 1
+) -> dict:
     """The fixed-rate run itself, with who used the CPU meanwhile (machine_cpu)."""
     payload = producer_perf.random_payload(100, seed=1)
     count = int(rate * seconds)
     before = machine_cpu.snapshot()
     started = time.perf_counter()
-    stats = producer_perf.run(producer, topic, count, [payload], rate, sample_every=1)
+    if burst > 1:
+        stats = burst_run(producer, topic, count, payload, rate, burst)
+    else:
+        stats = producer_perf.run(producer, topic, count, [payload], rate, sample_every=1)
     summary = stats.summary(time.perf_counter())
     summary["records_per_sec"] = count / (time.perf_counter() - started)
     summary["cpu"] = machine_cpu.cpu_between(before, machine_cpu.snapshot(), brokers)
@@ -99,13 +134,19 @@ def _timed_run(producer, topic: str, rate: int, seconds: float, brokers: list[in
 
 
 def fixed_rate(
-    bootstrap: str, topic: str, rate: int, seconds: float, brokers: tuple[int, ...] = (), **props
+    bootstrap: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    brokers: tuple[int, ...] = (),
+    burst: int = 1,
+    **props,
 ) -> dict:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, **props})
     warm_up(producer, topic)
-    return _timed_run(producer, topic, rate, seconds, list(brokers))
+    return _timed_run(producer, topic, rate, seconds, list(brokers), burst)
 
 
 def client_floor(rate: int, seconds: float, linger_ms: str) -> dict:
@@ -262,6 +303,7 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
         # broker/server/heap.py), which the fifth session measured apart
         time.sleep(SETTLE_S)
         around = f", {args.idle_first} idle partitions" if args.idle_first else ""
+        bursts = f" in bursts of {args.burst}" if args.burst > 1 else ""
         for row, name, props in (
             ("all0", "acks=all linger.ms=0", {"acks": "all", "linger.ms": "0"}),
             ("all5", "acks=all linger.ms=5", {"acks": "all", "linger.ms": "5"}),
@@ -269,8 +311,8 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
         ):
             if row in args.rows:
                 pids = tuple(proc.pid for proc in cluster.brokers.values())
-                rate = fixed_rate(bs, "small", args.rate, args.seconds, pids, **props)
-                add(f"{name} @{args.rate}/s{around}", rate)
+                rate = fixed_rate(bs, "small", args.rate, args.seconds, pids, args.burst, **props)
+                add(f"{name} @{args.rate}/s{bursts}{around}", rate)
         for row, linger in (("e2e0", "0"), ("e2e5", "5")):
             if row in args.rows:
                 props = {"acks": "all", "linger.ms": linger}
@@ -305,9 +347,13 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| brokers | test | records/s | p50 ms | p99 ms | p99.9 ms | CPU meanwhile, cores |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    model = machine_cpu.cpu_model()
+    print(
+        "| CPU | brokers | test | records/s | p50 ms | p99 ms | p99.9 ms | CPU meanwhile, cores |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
+        print(f"| {model} ", end="")
         if "cpu_share_per_broker" in r:
             share = r["cpu_share_per_broker"]
             print(f"| {r['label']} | {r['test']} | broker CPU {share:.0%} of a core | | | | |")
@@ -343,6 +389,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default: all but e2e and floor)",
     )
     p.add_argument("--idle-first", type=int, default=0, help="idle partitions made first")
+    p.add_argument(
+        "--burst",
+        type=int,
+        default=1,
+        help="fixed-rate rows all0/all5/one0 send this many records at once, bursts "
+        "evenly paced (100: 100 records every 10 ms at 10,000/s)",
+    )
     p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)

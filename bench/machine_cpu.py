@@ -113,6 +113,14 @@ def cpu_between(
     }
 
 
+def cpu_model() -> str:
+    """The processor's model name from /proc/cpuinfo, printed beside every figure."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def describe(cpu: dict) -> str:
     """One table cell: 'brokers 1.54, client 0.30, others 0.03 (kdamond.0 0.13 s)'."""
     tops = ", ".join(f"{t['name']} {t['seconds']:.2f} s" for t in cpu["others_top"])

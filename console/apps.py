@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, post_save
 
 
 def _ensure_role_groups(sender, **kwargs):
@@ -15,6 +15,14 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Quill console"
 
     def ready(self):
+        from django.contrib.admin.models import LogEntry
+        from django.contrib.auth.signals import user_login_failed
+
+        from console import audit
+
         # After every migrate (permissions exist by then): the viewer, operator and admin
         # groups with their permissions.
         post_migrate.connect(_ensure_role_groups, sender=self)
+        # Failed logins (with the name tried) and every change made in /admin/.
+        user_login_failed.connect(audit.login_failed, dispatch_uid="quill-login-failed")
+        post_save.connect(audit.admin_change, sender=LogEntry, dispatch_uid="quill-admin")

@@ -41,3 +41,55 @@ def entries(action: str = "", target: str = "", user: str = "", limit: int = 200
     if user:
         qs = qs.filter(username=user)
     return qs[:limit]
+
+
+# ---------------------------------------------------------------- security events
+# Wired in console.apps (signals) and console.middleware (403s): what an attacker tries
+# is on the record next to what operators change.
+
+
+def client_address(request) -> str:
+    return (request.META.get("REMOTE_ADDR") or "?") if request is not None else "?"
+
+
+def login_failed(sender, credentials=None, request=None, **kwargs) -> None:
+    """django.contrib.auth's user_login_failed: the name tried, never the password."""
+    name = str((credentials or {}).get("username") or "")[:150]
+    source = "admin" if request is not None and request.path.startswith("/admin/") else "ui"
+    record(
+        None,
+        source,
+        "login.failed",
+        f"login:{name}",
+        ok=False,
+        detail=f"wrong user name or password from {client_address(request)}",
+    )
+
+
+def denied(request, user) -> None:
+    """A 403: who asked for what (pages, the API, CSRF failures)."""
+    source = "api" if request.path.startswith("/api/") else "ui"
+    record(
+        user,
+        source,
+        "denied",
+        f"{request.method} {request.path}"[:512],
+        ok=False,
+        detail=f"403 for {client_address(request)}",
+    )
+
+
+def admin_change(sender, instance=None, created=False, **kwargs) -> None:
+    """Every change made through /admin/ (users too): Django's own LogEntry names the
+    admin, the object and the change."""
+    if not created:
+        return
+    kind = {1: "add", 2: "change", 3: "delete"}.get(instance.action_flag, "change")
+    model = instance.content_type.model if instance.content_type_id else "object"
+    record(
+        instance.user,
+        "admin",
+        f"admin.{model}.{kind}",
+        f"{model}:{instance.object_repr}"[:512],
+        detail=instance.get_change_message()[:2000],
+    )

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from broker.zk.security import credentials_from_env
 from console.channel_layer import channel_layers
 from quill_stack.client_security import librdkafka_config
 from quill_stack.redis_auth import redis_url_from_env
+from quill_stack.state import private_dir, private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,7 +44,7 @@ def persistent_secret_key(path: Path) -> str:
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         key = secrets.token_urlsafe(50)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -50,8 +52,9 @@ def persistent_secret_key(path: Path) -> str:
         return key
 
 
-# Where the console keeps its SQLite database and secret key (the supervisor's state dir).
-STATE_DIR = Path(env("QUILL_STATE_DIR", str(BASE_DIR / ".state"))).absolute()
+# Where the console keeps its SQLite database and secret key (the supervisor's state dir):
+# mode 0700, the database 0600 (it holds sessions and API token hashes).
+STATE_DIR = private_dir(Path(env("QUILL_STATE_DIR", str(BASE_DIR / ".state"))).absolute())
 
 SECRET_KEY = os.environ.get("QUILL_SECRET_KEY") or persistent_secret_key(STATE_DIR / "secret_key")
 DEBUG = env_bool("QUILL_DEBUG", False)
@@ -71,6 +74,9 @@ QUILL_ZOOKEEPER_CREDENTIALS = credentials_from_env()
 # QUILL_REDIS_URL, with the password of QUILL_REDIS_PASSWORD_FILE (a 0600 file) or
 # QUILL_REDIS_PASSWORD put in (quill_stack/redis_auth.py); Celery prints it masked.
 QUILL_REDIS_URL = redis_url_from_env()
+# Alert webhooks go to public addresses only; these networks (CIDRs, e.g.
+# "10.0.0.0/8,127.0.0.1/32") are allowed too: an admin's choice (console.alerts.webhook).
+QUILL_WEBHOOK_ALLOWED_NETWORKS = env_list("QUILL_WEBHOOK_ALLOWED_NETWORKS", "")
 # The most partitions a topic may get from the console or its API (create or grow).
 QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 
@@ -92,11 +98,15 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "ninja",
+    "axes",
+    "csp",
     "console",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "console.middleware.AuditDenied",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -104,7 +114,50 @@ MIDDLEWARE = [
     "console.middleware.ConsoleLoginRequired",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
+
+# ---------------------------------------------------------------- web security
+# Login rate limiting (django-axes): after QUILL_LOGIN_FAILURE_LIMIT wrong passwords for
+# one user name from one address, that pair is refused (429) for QUILL_LOGIN_COOLOFF_S.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(env("QUILL_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(seconds=int(env("QUILL_LOGIN_COOLOFF_S", "900")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# Content-Security-Policy (django-csp): scripts and styles from /static/ only, no inline
+# script and no eval; style attributes stay (the templates' layout tweaks), websockets
+# to this host ('self'), no framing, forms post here only.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+
+# Served over TLS (quill-stack SECURE=1 sets QUILL_CONSOLE_TLS): cookies only over
+# HTTPS and HSTS. Over plain HTTP (make run on one machine) browsers would drop Secure
+# cookies, so these follow the listener.
+QUILL_CONSOLE_TLS = env_bool("QUILL_CONSOLE_TLS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = QUILL_CONSOLE_TLS
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = int(env("QUILL_HSTS_SECONDS", "31536000")) if QUILL_CONSOLE_TLS else 0
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "console.urls"
 ASGI_APPLICATION = "console.asgi.application"
@@ -128,7 +181,7 @@ TEMPLATES = [
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": Path(env("QUILL_DB_PATH", str(STATE_DIR / "console.sqlite3"))),
+        "NAME": private_file(Path(env("QUILL_DB_PATH", str(STATE_DIR / "console.sqlite3")))),
         "OPTIONS": {"timeout": 20},
     }
 }

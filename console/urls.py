@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from console import converters  # noqa: F401 - registers <kname:...>
 from console.api import api
 from console.views import (
     audit,
@@ -28,9 +29,9 @@ urlpatterns = [
     path("topics/<str:name>/partitions", topics.topic_partitions, name="topic-partitions"),
     path("topics/<str:name>/delete", topics.topic_delete, name="topic-delete"),
     path("groups/", groups.group_list, name="groups"),
-    path("groups/<str:group_id>/", groups.group_detail, name="group"),
-    path("groups/<str:group_id>/reset", groups.group_reset, name="group-reset"),
-    path("groups/<str:group_id>/delete", groups.group_delete, name="group-delete"),
+    path("groups/<kname:group_id>/", groups.group_detail, name="group"),
+    path("groups/<kname:group_id>/reset", groups.group_reset, name="group-reset"),
+    path("groups/<kname:group_id>/delete", groups.group_delete, name="group-delete"),
     path("quotas/", quotas.quota_list, name="quotas"),
     path("quotas/set", quotas.quota_set, name="quota-set"),
     path("messages/", messages.browse, name="messages"),

@@ -277,7 +277,7 @@ def print_status(state_dir: Path, status: dict) -> bool:
     cfg = StackConfig.from_json(status["config"])
     names = {s.kind for s in build_stack(cfg)}
     if "console" in names:
-        print(f"console: http://localhost:{cfg.console_port}/")
+        print(f"console: {secure.console_url(cfg)}")
     if "broker" in names:
         print(f"bootstrap servers: {cfg.bootstrap}{secure.client_hint(cfg)}")
     return healthy

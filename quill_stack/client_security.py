@@ -91,6 +91,9 @@ def librdkafka_security(security: ClientSecurity) -> dict[str, str]:
         for field, prop in names.items()
         if getattr(security, field) is not None
     }
+    if security.oauthbearer is not None:  # unsecured tokens, made by librdkafka itself
+        conf["sasl.oauthbearer.config"] = security.oauthbearer.librdkafka_config()
+        conf["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
     if security.tls and not security.ssl_check_hostname:
         conf["ssl.endpoint.identification.algorithm"] = "none"
     if security.tls and not security.ssl_verify:

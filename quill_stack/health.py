@@ -14,7 +14,8 @@ import socket
 import ssl
 import struct
 import sys
-from http.client import HTTPConnection, HTTPException
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from pathlib import Path
 
 from quill_stack.redis_auth import password_from_env, with_password
 
@@ -180,8 +181,16 @@ def broker(
     return api_versions(host, port, timeout, ca)
 
 
-def http_ok(host: str, port: int, path: str = "/healthz", timeout: float = 3.0) -> Health:
-    conn = HTTPConnection(host, port, timeout=timeout)
+def http_ok(
+    host: str, port: int, path: str = "/healthz", timeout: float = 3.0, ca: Path | None = None
+) -> Health:
+    """GET `path` answers 200; over HTTPS when `ca` (the certificate must chain to it)."""
+    if ca is None:
+        conn = HTTPConnection(host, port, timeout=timeout)
+    else:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.check_hostname = False  # a wildcard listen address is no name to check
+        conn = HTTPSConnection(host, port, timeout=timeout, context=context)
     try:
         conn.request("GET", path, headers={"Host": "localhost"})
         status = conn.getresponse().status
@@ -219,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-id", type=int)
     parser.add_argument("--zookeeper", help="zookeeper.connect, for kind=broker")
     parser.add_argument("--redis-url", help="for kind=worker")
-    parser.add_argument("--ssl-ca", help="kind=broker on a TLS listener: the CA to verify it")
+    parser.add_argument(
+        "--ssl-ca", help="kind=broker or http on a TLS listener: the CA to verify it"
+    )
     parser.add_argument("--node", default="quill-worker@" + socket.gethostname())
     args = parser.parse_args(argv)
     if args.kind == "zookeeper":
@@ -231,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             args.host, args.port or 9092, args.broker_id, args.zookeeper, ca=args.ssl_ca
         )
     elif args.kind == "http":
-        ok, detail = http_ok(args.host, args.port or 8000)
+        ok, detail = http_ok(args.host, args.port or 8000, ca=args.ssl_ca)
     else:
         ok, detail = celery_worker(with_password(args.redis_url, password_from_env()), args.node)
     print(json.dumps({"healthy": ok, "detail": detail}))

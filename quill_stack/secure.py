@@ -26,6 +26,12 @@ operator's ``admin``. What it writes under the state dir:
 - Redis has a password (``requirepass``, ``secrets/redis.password``), passed to the
   console, worker and monitor as the file's path (``QUILL_REDIS_PASSWORD_FILE``).
 
+``QUILL_SASL_MECHANISMS=SCRAM-SHA-512,OAUTHBEARER`` also offers OAUTHBEARER on the
+listener (SCRAM stays: the brokers and the admin use it): unsecured JWTs (development)
+or, with ``QUILL_OAUTH_JWKS_URL`` (and ``QUILL_OAUTH_ISSUER``, ``QUILL_OAUTH_AUDIENCE``),
+tokens signed by an identity provider, checked by Kafka's
+OAuthBearerValidatorCallbackHandler against its JWKS (``OAuthOptions``).
+
 The brokers' server.properties hold the inter-broker password, so they are written
 0600 too. ``compose-init`` makes the same things for the compose secure profile
 (docker-compose.secure.yml) in its volume.
@@ -38,6 +44,7 @@ import os
 import secrets
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from broker.security.jaas import jaas_section
@@ -64,6 +71,43 @@ BROKER_USER, ADMIN_USER = "broker", "admin"
 USERS = (BROKER_USER, ADMIN_USER)
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER = "OAUTHBEARER"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OIDC_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+@dataclass(frozen=True)
+class OAuthOptions:
+    """OAUTHBEARER on the stack's SASL listeners: unsecured tokens without a JWKS URL."""
+
+    jwks_url: str = ""
+    issuer: str = ""
+    audience: str = ""
+
+    def listener_properties(self, listener: str) -> dict[str, str]:
+        prefix = f"listener.name.{listener.lower()}.oauthbearer."
+        props = {prefix + "sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;"}
+        if self.jwks_url:
+            props[prefix + "sasl.server.callback.handler.class"] = OIDC_HANDLER
+            props[prefix + "sasl.oauthbearer.jwks.endpoint.url"] = self.jwks_url
+            if self.issuer:
+                props[prefix + "sasl.oauthbearer.expected.issuer"] = self.issuer
+            if self.audience:
+                props[prefix + "sasl.oauthbearer.expected.audience"] = self.audience
+        return props
+
+
+def check_mechanisms(text: str) -> tuple[str, ...]:
+    """QUILL_SASL_MECHANISMS: SCRAM-SHA-512, optionally with OAUTHBEARER."""
+    names = [m.strip().upper() for m in (text or MECHANISM).split(",") if m.strip()]
+    mechanisms = tuple(dict.fromkeys(names))
+    if MECHANISM not in mechanisms or not set(mechanisms) <= {MECHANISM, OAUTHBEARER}:
+        raise ValueError(
+            f"QUILL_SASL_MECHANISMS must be {MECHANISM} or {MECHANISM},{OAUTHBEARER}, got {text!r}"
+        )
+    return mechanisms
+
+
 ZOOKEEPER_USER = "kafka"  # every process's ZooKeeper principal: sasl:kafka
 
 
@@ -168,16 +212,21 @@ def cert_hosts(host: str, name: str) -> list[str]:
     return [host, "localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn(), name]
 
 
-def security_properties(state_dir: Path, keystore: Path, listeners: list[str]) -> dict[str, str]:
-    """The SASL (SCRAM-SHA-512), TLS and authorizer keys shared by every secure broker;
-    each SASL listener gets its JAAS line, as Kafka wants one per SASL listener."""
+def security_properties(
+    state_dir: Path, keystore: Path, listeners: list[str], oauth: OAuthOptions | None = None
+) -> dict[str, str]:
+    """The SASL (SCRAM-SHA-512, and OAUTHBEARER with ``oauth``), TLS and authorizer keys
+    shared by every secure broker; each SASL listener gets its JAAS line, as Kafka wants
+    one per SASL listener."""
     jaas = jaas_config(BROKER_USER, password(state_dir, BROKER_USER))
     props = {
-        "sasl.enabled.mechanisms": MECHANISM,
+        "sasl.enabled.mechanisms": MECHANISM + (f",{OAUTHBEARER}" if oauth else ""),
         "sasl.mechanism.inter.broker.protocol": MECHANISM,
     }
     for listener in listeners:
         props[f"listener.name.{listener.lower()}.{MECHANISM.lower()}.sasl.jaas.config"] = jaas
+        if oauth is not None:
+            props |= oauth.listener_properties(listener)
     return props | {
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
@@ -192,7 +241,9 @@ def security_properties(state_dir: Path, keystore: Path, listeners: list[str]) -
     }
 
 
-def broker_overrides(state_dir: Path, name: str, host: str, port: int) -> dict[str, str]:
+def broker_overrides(
+    state_dir: Path, name: str, host: str, port: int, oauth: OAuthOptions | None = None
+) -> dict[str, str]:
     """server.properties keys of one broker of the secure stack: one SASL_SSL listener,
     for clients and for the other brokers."""
     advertised = socket.getfqdn() if host in ("0.0.0.0", "::") else host
@@ -202,7 +253,7 @@ def broker_overrides(state_dir: Path, name: str, host: str, port: int) -> dict[s
         "advertised.listeners": f"{LISTENER}://{advertised}:{port}",
         "listener.security.protocol.map": f"{LISTENER}:{LISTENER}",
         "inter.broker.listener.name": LISTENER,
-        **security_properties(state_dir, keystore, [LISTENER]),
+        **security_properties(state_dir, keystore, [LISTENER], oauth),
     }
 
 
@@ -232,6 +283,18 @@ def client_hint(cfg) -> str:
     if cfg.security != SASL_SSL:
         return ""
     return f" (SASL_SSL: --command-config {admin_properties_path(cfg.state_dir)})"
+
+
+def console_cert(state_dir: Path, host: str) -> Path:
+    """The console's HTTPS keystore (key, certificate, CA), signed by the stack's CA."""
+    return ensure_server_cert(tls_dir(state_dir), "console", cert_hosts(host, "console"))
+
+
+def console_url(cfg) -> str:
+    """Where a browser finds the console (HTTPS in the secure stack, trusting the CA)."""
+    if cfg.security == SASL_SSL:
+        return f"https://localhost:{cfg.console_port}/ (CA: {ca_path(cfg.state_dir)})"
+    return f"http://localhost:{cfg.console_port}/"
 
 
 def app_env(state_dir: Path) -> dict[str, str]:
@@ -275,10 +338,11 @@ COMPOSE_LISTENERS = ["INTERNAL", "EXTERNAL"]  # docker-compose.yml's two listene
 def compose_init(config_dir: Path, brokers: int, hosts: list[str]) -> None:
     """What the compose secure profile's `secure-init` container makes in its volume
     before ZooKeeper, Redis and the brokers start: the CA, one keystore naming every
-    broker container and the host's names, ``broker.properties`` (the security keys no
-    env var can carry: a JAAS line per listener), ``client-admin.properties``, the
-    ZooKeeper client and server JAAS files and Redis's ``requirepass``. The SCRAM users
-    go to ZooKeeper once it runs (``users``, the `secure-users` container)."""
+    broker container and the host's names, the console's HTTPS keystore,
+    ``broker.properties`` (the security keys no env var can carry: a JAAS line per
+    listener), ``client-admin.properties``, the ZooKeeper client and server JAAS files and
+    Redis's ``requirepass``. The SCRAM users go to ZooKeeper once it runs (``users``, the
+    `secure-users` container)."""
     names = [f"broker-{i}" for i in range(1, brokers + 1)] + ["localhost", "127.0.0.1", *hosts]
     keystore = ensure_server_cert(tls_dir(config_dir), "broker", names)
     props = security_properties(config_dir, keystore, COMPOSE_LISTENERS)
@@ -291,6 +355,10 @@ def compose_init(config_dir: Path, brokers: int, hosts: list[str]) -> None:
         f"{k} {v}\n" for k, v in redis_auth_conf(redis_password(config_dir)).items()
     )
     write_private(config_dir / REDIS_CONF, redis_conf.encode())
+    # the console's HTTPS keystore (tls/console.pem): its container name and the host's
+    ensure_server_cert(
+        tls_dir(config_dir), "console", ["console", "localhost", "127.0.0.1", *hosts]
+    )
 
 
 def properties(props: dict[str, str]) -> str:

@@ -377,15 +377,34 @@ def worker_spec(state_dir: Path, settings: dict[str, str]) -> ServiceSpec:
 
 
 def console_spec(
-    state_dir: Path, settings: dict[str, str], port: int, host: str = "127.0.0.1"
+    state_dir: Path,
+    settings: dict[str, str],
+    port: int,
+    host: str = "127.0.0.1",
+    tls_pem: Path | None = None,
+    ca: Path | None = None,
 ) -> ServiceSpec:
-    """The Django console under daphne (ASGI: HTTP and websockets)."""
-    argv = [PYTHON, "-m", "daphne", "-b", host, "-p", str(port), "console.asgi:application"]
+    """The Django console under daphne (ASGI: HTTP and websockets). With `tls_pem` (its
+    key, certificate and the CA's, from quill_stack.tls) it speaks HTTPS only: Twisted's
+    ssl endpoint, Secure cookies and HSTS (QUILL_CONSOLE_TLS), checked against `ca`."""
+    app = "console.asgi:application"
+    if tls_pem is None:
+        argv = [PYTHON, "-m", "daphne", "-b", host, "-p", str(port), app]
+    else:
+        pem = _endpoint_escape(str(tls_pem))
+        where = f"ssl:port={port}:interface={_endpoint_escape(host)}"
+        argv = [PYTHON, "-m", "daphne", "-e", f"{where}:privateKey={pem}:certKey={pem}", app]
+        settings = {**settings, "QUILL_CONSOLE_TLS": "1"}
     spec = _django_spec("console", "console", argv, state_dir, settings)
     spec.port, spec.host = port, host
     spec.pre_start = [[PYTHON, "manage.py", "migrate", "--noinput"]]
-    spec.check = lambda since=None: health.http_ok(host, port, "/healthz")
+    spec.check = lambda since=None: health.http_ok(host, port, "/healthz", ca=ca)
     return spec
+
+
+def _endpoint_escape(text: str) -> str:
+    """Twisted endpoint strings separate fields with ':' (IPv6 addresses, odd paths)."""
+    return text.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def monitor_available() -> bool:
@@ -414,6 +433,25 @@ def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
+OAUTH_ENV = ("QUILL_OAUTH_JWKS_URL", "QUILL_OAUTH_ISSUER", "QUILL_OAUTH_AUDIENCE")
+
+
+def _sasl_mechanisms(env: Mapping[str, str]) -> str:
+    raw = env.get("QUILL_SASL_MECHANISMS", "")
+    try:
+        mechanisms = secure.check_mechanisms(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if raw.strip() and _security(env) != secure.SASL_SSL:
+        raise ConfigError("QUILL_SASL_MECHANISMS applies to QUILL_SECURITY=sasl_ssl only")
+    oauth_env = [k for k in OAUTH_ENV if env.get(k, "").strip()]
+    if oauth_env and secure.OAUTHBEARER not in mechanisms:
+        raise ConfigError(
+            f"{', '.join(oauth_env)} apply to QUILL_SASL_MECHANISMS=SCRAM-SHA-512,OAUTHBEARER only"
+        )
+    return ",".join(mechanisms)
+
+
 def _security(env: Mapping[str, str]) -> str:
     try:
         return secure.check_mode(env.get("QUILL_SECURITY", ""))
@@ -435,6 +473,10 @@ class StackConfig:
     services: tuple[str, ...] = ()  # empty: all
     metrics_base_port: int = 9404  # broker N serves /metrics on base + N - 1; 0: none
     security: str = secure.PLAINTEXT  # or secure.SASL_SSL (quill_stack/secure.py)
+    sasl_mechanisms: str = secure.MECHANISM  # the secure stack's: OAUTHBEARER may be added
+    oauth_jwks_url: str = ""  # OAUTHBEARER with OIDC tokens; unsecured tokens without
+    oauth_issuer: str = ""
+    oauth_audience: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -452,7 +494,18 @@ class StackConfig:
             services=services,
             metrics_base_port=_env_int(env, "QUILL_METRICS_BASE_PORT", 9404, 0, 65535),
             security=_security(env),
+            sasl_mechanisms=_sasl_mechanisms(env),
+            oauth_jwks_url=env.get("QUILL_OAUTH_JWKS_URL", "").strip(),
+            oauth_issuer=env.get("QUILL_OAUTH_ISSUER", "").strip(),
+            oauth_audience=env.get("QUILL_OAUTH_AUDIENCE", "").strip(),
         )
+
+    @property
+    def oauth(self) -> secure.OAuthOptions | None:
+        """OAUTHBEARER's settings when the secure stack offers it."""
+        if secure.OAUTHBEARER not in self.sasl_mechanisms.split(","):
+            return None
+        return secure.OAuthOptions(self.oauth_jwks_url, self.oauth_issuer, self.oauth_audience)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -517,13 +570,18 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
         port = cfg.broker_base_port + index
         overrides = metrics_overrides(cfg.metrics_base_port, index)
         if cfg.security == secure.SASL_SSL:
-            overrides.update(secure.broker_overrides(state, f"broker-{index + 1}", cfg.host, port))
+            name = f"broker-{index + 1}"
+            overrides.update(secure.broker_overrides(state, name, cfg.host, port, cfg.oauth))
         spec = broker_spec(state, index + 1, port, cfg.zk_connect, cfg.brokers, cfg.host, overrides)
         if cfg.security == secure.SASL_SSL:
             secure_broker(spec, index + 1, cfg)
         specs.append(spec)
     specs.append(worker_spec(state, settings))
-    specs.append(console_spec(state, settings, cfg.console_port, cfg.host))
+    if cfg.security == secure.SASL_SSL:
+        pem, ca = secure.console_cert(state, cfg.host), secure.ca_path(state)
+        specs.append(console_spec(state, settings, cfg.console_port, cfg.host, pem, ca))
+    else:
+        specs.append(console_spec(state, settings, cfg.console_port, cfg.host))
     if monitor_available():
         specs.append(monitor_spec(state, settings))
     return select(specs, cfg.services)

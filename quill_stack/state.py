@@ -58,8 +58,9 @@ class StackLock:
         self.previous_pid: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -157,10 +158,7 @@ def read_status(state_dir: Path) -> dict | None:
 
 
 def write_status(state_dir: Path, status: dict) -> None:
-    path = status_path(state_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(status, indent=1))
-    tmp.replace(path)
+    write_private(status_path(state_dir), json.dumps(status, indent=1).encode())
 
 
 def kill_leftovers(state_dir: Path, status: dict | None = None, grace: float = 10.0) -> list[str]:
@@ -207,9 +205,30 @@ def clean_stale_children(state_dir: Path, stale_pid: int | None) -> list[str]:
     return notes
 
 
+def private_dir(path: Path) -> Path:
+    """`path` (made if missing, parents too) with mode 0700: the state dir holds the
+    console's database (sessions, API tokens), keys and passwords, for its owner only."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o777 != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """`path` (created empty if missing) with mode 0600, in a private directory: SQLite
+    keeps the mode of the database for its journal and WAL files."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    return path
+
+
 def write_private(path: Path, data: bytes) -> None:
     """Create `path` readable by its owner only (keys, passwords)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:

@@ -219,9 +219,8 @@ class Supervisor:
         )
 
     def _announce(self) -> None:
-        for entry in self.entries:
-            if entry.proc.spec.kind == "console":
-                self.log(f"console: http://localhost:{entry.proc.spec.port}/")
+        if any(e.proc.spec.kind == "console" for e in self.entries):
+            self.log(f"console: {secure.console_url(self.cfg)}")
         if any(e.proc.spec.kind == "broker" for e in self.entries):
             self.log(f"bootstrap servers: {self.cfg.bootstrap}{secure.client_hint(self.cfg)}")
 

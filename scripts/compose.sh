@@ -13,13 +13,22 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf 'compose: %s\n' "$*" >&2; }
 COMPOSE_FILES=(-f docker-compose.yml)
-# ZooKeeper's port on the host: the plaintext stack only (the secure one keeps it inside)
-if [ "${QUILL_SECURITY:-plaintext}" != sasl_ssl ]; then
-    COMPOSE_FILES+=(-f docker-compose.override.yml)
-fi
 # down and clean name it always, so that they also remove what the secure profile added
 if [ "${QUILL_SECURITY:-plaintext}" = sasl_ssl ] || [[ "${1:-up}" =~ ^(down|clean)$ ]]; then
     COMPOSE_FILES+=(-f docker-compose.secure.yml)
+fi
+# QUILL_DOCKER_RESTART=1: the worker gets the Docker socket (rolling restarts through the
+# engine; whoever controls the worker is then root on the host: README)
+if [ "${QUILL_DOCKER_RESTART:-0}" = 1 ] || [[ "${1:-up}" =~ ^(down|clean)$ ]]; then
+    COMPOSE_FILES+=(-f docker-compose.docker-restart.yml)
+fi
+# Grafana's admin password (monitoring profile): made once, never in the compose files;
+# its directory is 0700 (the file stays readable by Grafana's user in its container)
+export QUILL_GRAFANA_PASSWORD_FILE="${QUILL_GRAFANA_PASSWORD_FILE:-.state/compose/grafana-admin-password}"
+if [ ! -s "$QUILL_GRAFANA_PASSWORD_FILE" ]; then
+    mkdir -p -m 700 "$(dirname "$QUILL_GRAFANA_PASSWORD_FILE")"
+    python3 -c 'import secrets; print(secrets.token_urlsafe(18))' >"$QUILL_GRAFANA_PASSWORD_FILE"
+    chmod 644 "$QUILL_GRAFANA_PASSWORD_FILE"
 fi
 compose() { docker-compose "${COMPOSE_FILES[@]}" "$@"; }
 

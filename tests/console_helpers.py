@@ -13,6 +13,7 @@ import pytest
 
 from console.roles import ADMIN, OPERATOR, VIEWER, set_role
 from quill_stack.services import PROJECT_ROOT
+from tests.stack_helpers import create_admin  # noqa: F401 - its importers here
 
 ROLES = ("anonymous", "norole", VIEWER, OPERATOR, ADMIN)  # the permission matrix
 CHROMIUM = "/usr/bin/chromium"
@@ -116,3 +117,27 @@ def page(stack):
     """A Chromium page for the module's ``stack`` (console up), its output in ``OUT``."""
     with chromium_page(OUT) as pg:
         yield pg
+
+
+# Group ids any Kafka client may choose: / ? # % space, unicode, route-like tails.
+ODD_GROUPS = ("a/b", "q?x", "h#1", "p%20c", "sp ace", "ünï-组", "x/reset", "y/")
+
+
+def commit_group_offsets(bootstrap: str, groups, offset: int = 3) -> str:
+    """A new one-partition topic with `offset` + 2 records, and each group's committed
+    offset on it at `offset`; returns the topic."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = unique("odd")
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic exists
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(offset + 2):
+        producer.produce(topic, b"%d" % i)
+    assert producer.flush(30) == 0
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        consumer.close()
+    return topic

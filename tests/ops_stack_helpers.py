@@ -127,9 +127,13 @@ def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> li
 
 
 @contextlib.contextmanager
-def running_stack(cluster, redis_url: str, state_dir: Path, monitor: bool = False):
-    """The console and a worker (and the monitor) for `cluster`, with tokens; stopped after."""
+def running_stack(
+    cluster, redis_url: str, state_dir: Path, monitor: bool = False, more: dict | None = None
+):
+    """The console and a worker (and the monitor) for `cluster`, with tokens; stopped after.
+    `more`: more settings (QUILL_* variables) for all three."""
     settings = services.app_env(state_dir, redis_url, cluster.zk_connect, cluster.bootstrap)
+    settings.update(more or {})
     port = ports.free_port()
     console = ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir))
     extra = []

@@ -43,12 +43,11 @@ def sasl_listener_cluster(
     return cluster
 
 
-def plain_inter_broker(
-    n_brokers: int, password: str = "broker-secret"
+def internal_listener(
+    n_brokers: int, protocol: str = "SASL_PLAINTEXT"
 ) -> tuple[dict, dict[int, int]]:
     """Broker settings for brokers 1..n: a PLAINTEXT listener (the tests' clients) and
-    an INTERNAL SASL_PLAINTEXT one the brokers talk on, as the PLAIN user ``broker``;
-    and each broker's INTERNAL port."""
+    an INTERNAL one of ``protocol`` the brokers talk on; and each broker's INTERNAL port."""
     from quill_stack import ports
 
     internal = dict(zip(range(1, n_brokers + 1), ports.free_ports(n_brokers), strict=True))
@@ -58,15 +57,25 @@ def plain_inter_broker(
     settings = {
         "listeners": listeners,
         "advertised.listeners": listeners,
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol}",
         "inter.broker.listener.name": "INTERNAL",
+    }
+    return settings, internal
+
+
+def plain_inter_broker(
+    n_brokers: int, password: str = "broker-secret"
+) -> tuple[dict, dict[int, int]]:
+    """``internal_listener`` over SASL_PLAINTEXT, the brokers the PLAIN user ``broker``."""
+    settings, internal = internal_listener(n_brokers)
+    return {
+        **settings,
         "sasl.enabled.mechanisms": "PLAIN",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.internal.plain.sasl.jaas.config": jaas(
             PLAIN_JAAS, username="broker", password=password, user_broker=password
         ),
-    }
-    return settings, internal
+    }, internal
 
 
 def jaas(module: str, **options: str) -> str:

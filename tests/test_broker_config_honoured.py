@@ -44,6 +44,7 @@ def _start_broker(tmp_path, *overrides: str) -> subprocess.CompletedProcess:
     [
         ("num.io.threads=8", "num.io.threads"),
         ("num.network.threads=3", "num.network.threads"),
+        ("background.threads=10", "background.threads"),
         ("log.preallocate=true", "preallocate"),
         ("compression.gzip.level=12", "compression.gzip.level"),
         ("compression.zstd.level=23", "compression.zstd.level"),

@@ -8,6 +8,7 @@ tests/test_compose_live.py builds and runs it."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -198,3 +199,88 @@ def test_the_image_has_what_the_spark_services_run():
     assert "default-jre-headless" in spark
     assert "pipeline" not in quill.split("AS quill", 1)[1]
     assert "jre" not in quill
+
+
+# ---------------------------------------------------------------- what the stack exposes
+SECURE_FILE = PROJECT_ROOT / "docker-compose.secure.yml"
+DOCKER_RESTART_FILE = PROJECT_ROOT / "docker-compose.docker-restart.yml"
+ALL_PROFILES = ("--profile", SPARK_PROFILE, "--profile", "monitoring")
+
+
+def resolved(*files, env: dict | None = None) -> dict:
+    """`docker-compose config` of these files with every profile, as a dict."""
+    args = [a for f in (COMPOSE_FILE, *files) for a in ("-f", str(f))]
+    result = subprocess.run(
+        [shutil.which("docker-compose") or "docker-compose", *args, *ALL_PROFILES, "config"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def published(config: dict) -> dict[str, list[str]]:
+    """{service: ["host_ip:published", ...]} for every port published on the host."""
+    out = {}
+    for name, service in config["services"].items():
+        for port in service.get("ports", []):
+            text = port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port}"
+            out.setdefault(name, []).append(str(text))
+    return out
+
+
+@pytest.mark.parametrize("files", [(), (SECURE_FILE,)], ids=["plain", "secure"])
+def test_published_ports_bind_to_this_machine_only_by_default(files):
+    ports = published(resolved(*files, env={"QUILL_BIND_ADDRESS": ""}))
+    assert set(ports) == {
+        "broker-1",
+        "broker-2",
+        "broker-3",
+        "console",
+        "spark-master",
+        "prometheus",
+        "grafana",
+    }, ports  # ZooKeeper and Redis are reached by name inside the network only
+    for service, items in ports.items():
+        assert all(p.startswith("127.0.0.1:") for p in items), (service, items)
+    wide = published(resolved(*files, env={"QUILL_BIND_ADDRESS": "0.0.0.0"}))
+    assert all(p.startswith("0.0.0.0:") for items in wide.values() for p in items)
+
+
+def _mounts_docker(service: dict) -> bool:
+    return any("docker.sock" in str(v) for v in service.get("volumes", []))
+
+
+def test_the_docker_socket_is_opt_in():
+    for files in ((), (SECURE_FILE,)):
+        config = resolved(*files)
+        assert not [n for n, s in config["services"].items() if _mounts_docker(s)]
+    opted = resolved(SECURE_FILE, DOCKER_RESTART_FILE)["services"]
+    assert [n for n, s in opted.items() if _mounts_docker(s)] == ["worker"]
+    assert opted["worker"]["environment"]["QUILL_RESTART_DRIVER"] == "docker"
+    assert "console-state:/var/lib/quill" in str(opted["worker"]["volumes"])
+
+
+def test_grafana_has_no_anonymous_access_and_no_password_in_the_file():
+    grafana = resolved()["services"]["grafana"]
+    env = grafana["environment"]
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/secrets/grafana-admin-password"
+    assert [s if isinstance(s, str) else s["source"] for s in grafana["secrets"]] == [
+        "grafana-admin-password"
+    ]
+    script = (PROJECT_ROOT / "scripts" / "compose.sh").read_text()
+    assert "QUILL_GRAFANA_PASSWORD_FILE" in script and "token_urlsafe" in script
+
+
+def test_the_secure_console_speaks_https_only():
+    console = resolved(SECURE_FILE)["services"]["console"]
+    command = " ".join(console["command"])
+    assert "daphne -e ssl:port=8000:" in command and "-b 0.0.0.0" not in command
+    assert "privateKey=/etc/quill/secure/tls/console.pem" in command
+    assert console["environment"]["QUILL_CONSOLE_TLS"] == "1"
+    assert "--ssl-ca" in console["healthcheck"]["test"]

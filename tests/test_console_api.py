@@ -113,7 +113,8 @@ def quota_user() -> str:
 def test_permission_matrix(console, endpoint, role):
     method, path, body, least, ok = ENDPOINTS[endpoint]
     client = console.login(role)
-    before = AuditEntry.objects.count()
+    changes = AuditEntry.objects.exclude(action="denied")
+    before = changes.count()
     response = call(client, method, path(), body())
     if role == "anonymous":
         expected = 401
@@ -124,10 +125,13 @@ def test_permission_matrix(console, endpoint, role):
     assert response.status_code == expected, response.content
     if expected >= 400:
         assert response.json()["detail"]
-        assert AuditEntry.objects.count() == before  # refused: nothing changed, nothing logged
+        assert changes.count() == before  # refused: nothing changed, no change logged
+        if expected == 403:  # the refusal itself is on the record (issue 25)
+            denied = AuditEntry.objects.filter(action="denied").first()
+            assert denied.target.startswith(f"{method.upper()} /api/") and not denied.ok
     else:
         entry = AuditEntry.objects.first()
-        assert AuditEntry.objects.count() == before + 1
+        assert changes.count() == before + 1
         assert (entry.source, entry.ok) == ("api", True)
 
 

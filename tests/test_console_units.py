@@ -139,8 +139,8 @@ def test_isr_shrink_becomes_an_event_and_cells():
     assert "out: 3" in events[0]["text"]
     cells = out["topic:orders"]["set"]
     assert cells["p:orders:2:isr"]["t"] == "1, 2"
-    assert 'class="rep out">3<' in cells["p:orders:2:replicas"]["h"]
-    assert "under-replicated" in cells["p:orders:2:state"]["h"]
+    assert ["3", "rep out"] in cells["p:orders:2:replicas"]["s"]
+    assert cells["p:orders:2:state"]["s"] == [["under-replicated", "pill warn"]]
     assert out["cluster"]["events"] == events
 
 

@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
 from tests.cli_helpers import tool
+from tests.metrics_helpers import samples
 from tests.ops_helpers import create_topic, state, unique
 from tests.wait_helpers import wait_until
 from tests.wire import WireClient
@@ -33,6 +34,8 @@ SETTINGS = {
     "log.retention.check.interval.ms": "300",
     "log.retention.hours": "168",
     "offsets.topic.replication.factor": "1",
+    "quill.metrics.port": "free",
+    "num.replica.fetchers": "2",  # static; dynamic changes in test_num_replica_fetchers...
 }
 BROKER = ConfigResource.Type.BROKER
 
@@ -277,6 +280,11 @@ REFUSED = [  # (key, value, INVALID_CONFIG's message, or its start)
         "Value must be above 0",
     ),
     ("log.cleaner.threads", "2", "Cannot update log.cleaner.threads dynamically in Quill: "),
+    # one event loop per broker: no thread pool for these to size
+    ("num.io.threads", "16", "Cannot update num.io.threads dynamically in Quill: requests are"),
+    ("background.threads", "4", "Cannot update background.threads dynamically in Quill: "),
+    # a listener's keystore password needs the static password.encoder.secret
+    ("listener.name.plaintext.ssl.key.password", "pw", "Password encoder secret not configured"),
     ("log.cleanup.policy", "shred", "Invalid value shred for configuration log.cleanup.policy"),
 ]
 
@@ -389,6 +397,75 @@ def test_connection_limit_overrides_apply_to_new_connections(cluster, admin):
     assert _admitted(broker, "127.0.0.1")
     _incremental(admin, "1", {"max.connections.per.ip.overrides": (AlterConfigOpType.DELETE, None)})
     wait_until(lambda: _admitted(broker, "127.0.0.2"), what="127.0.0.2 admitted again")
+
+
+FETCHER_REQUESTS = "kafka_server_fetcherstats_requests_total"
+
+
+def _fetchers(broker) -> dict[str, float]:
+    """clientId -> Fetch requests sent, of each replica fetcher the broker runs."""
+    return {
+        dict(labels)["clientId"]: v
+        for (name, labels), v in samples(broker.metrics_port).items()
+        if name == FETCHER_REQUESTS
+    }
+
+
+def _java_fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    """Kafka's getFetcherId, written out again here to check the broker's."""
+    h = 0
+    for ch in topic:
+        h = (31 * h + ord(ch)) % 2**32
+    h = (31 * h + partition) % 2**32
+    h = h - 2**32 if h >= 2**31 else h
+    return abs(h) % fetchers
+
+
+def _fetcher_ids(follower) -> set[int]:
+    """Fetcher ids of broker 2's fetchers from leader 1."""
+    return {int(name.split("-")[1]) for name in _fetchers(follower) if name.endswith("-1")}
+
+
+def _fetching(follower, topic: str, n: int) -> bool:
+    """Broker 2 runs the fetchers Kafka's hash puts the topic's partitions on, and
+    none of an id the pool of ``n`` does not have."""
+    wanted = {_java_fetcher_id(topic, p, n) for p in range(8)}
+    ids = _fetcher_ids(follower)
+    return bool(ids) and wanted <= ids and max(ids) < n
+
+
+def _produce_acks_all(cluster, topic: str, value: bytes) -> None:
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    errors = []
+    for partition in range(8):
+        p.produce(topic, value, partition=partition, on_delivery=lambda e, _m: errors.append(e))
+    assert p.flush(30) == 0 and errors == [None] * 8
+
+
+def test_num_replica_fetchers_resized_live(cluster, admin):
+    """Broker 2 (static num.replica.fetchers=2) follows 8 partitions led by broker 1:
+    two fetchers, then three (dynamic), then two again (the dynamic value deleted), the
+    partitions hashed across them as Kafka does; acks=all produces (broker 2 in the
+    ISR) succeed throughout."""
+    topic = create_topic(cluster, "dynfetch", [[1, 2]] * 8)
+    follower = cluster.broker(2)
+    wait_until(lambda: _fetching(follower, topic, 2), what="two fetchers (static)")
+    _produce_acks_all(cluster, topic, b"v")
+
+    _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.SET, "3")})
+    wait_until(lambda: _fetching(follower, topic, 3), what="three fetchers")
+    wait_until(lambda: min(_fetchers(follower).values()) > 0, what="every fetcher fetching")
+    _produce_acks_all(cluster, topic, b"w")
+    wait_until(
+        lambda: all(state(cluster, topic, i)["isr"] == [1, 2] for i in range(8)),
+        what="the ISR intact",
+    )
+    assert _describe(admin, "2")["num.replica.fetchers"].value == "3"
+
+    _incremental(admin, "2", {"num.replica.fetchers": (AlterConfigOpType.DELETE, None)})
+    wait_until(lambda: _fetching(follower, topic, 2), what="two fetchers again")
+    _produce_acks_all(cluster, topic, b"x")
+    assert _describe(admin, "2")["num.replica.fetchers"].value == "2"
 
 
 def test_cli_alter_and_describe_one_broker(cluster):

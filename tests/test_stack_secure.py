@@ -24,6 +24,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id, Permissions
 
 from broker.cli.common import read_properties_file
 from broker.security.jaas import parse_jaas_file
+from broker.server.config import BrokerConfig
 from broker.zk.security import ZkCredentials, read_client_credentials, zk_client
 from pipeline.options import parse_source_options
 from quill_stack import client_security, secure, tls
@@ -192,6 +193,22 @@ def test_zookeeper_and_redis_take_logins_and_the_apps_get_their_files(tmp_path):
         assert not any(p in v for v in app.env.values() for p in (zk_password, redis_password))
 
 
+def test_the_secure_stack_serves_the_console_over_https_only(tmp_path):
+    """daphne on Twisted's ssl endpoint with the console's keystore from the stack's CA,
+    Secure cookies and HSTS on (QUILL_CONSOLE_TLS); plaintext keeps plain HTTP."""
+    cfg, specs = _stack(tmp_path)
+    console = next(s for s in specs if s.kind == "console")
+    pem = tmp_path / "tls" / "console.pem"
+    endpoint = f"ssl:port={cfg.console_port}:interface=127.0.0.1:privateKey={pem}:certKey={pem}"
+    assert console.argv[-3:] == ["-e", endpoint, "console.asgi:application"]
+    assert "-p" not in console.argv and console.env["QUILL_CONSOLE_TLS"] == "1"
+    assert pem.stat().st_mode & 0o077 == 0
+    assert _tls_handshake(pem, tmp_path / "tls" / "ca.crt", "localhost").startswith("TLS")
+    _, plain = _stack(tmp_path / "plain", security="")
+    console = next(s for s in plain if s.kind == "console")
+    assert "-p" in console.argv and "QUILL_CONSOLE_TLS" not in console.env
+
+
 def test_the_plaintext_stack_is_unchanged(tmp_path):
     cfg, specs = _stack(tmp_path, security="")
     assert cfg.security == "plaintext"
@@ -203,6 +220,52 @@ def test_the_plaintext_stack_is_unchanged(tmp_path):
     assert "enforce.auth" not in (tmp_path / "zookeeper" / "zoo.cfg").read_text()
     assert "requirepass" not in (tmp_path / "redis" / "redis.conf").read_text()
     assert not any("QUILL_REDIS_PASSWORD_FILE" in s.env for s in specs)
+
+
+@pytest.mark.parametrize("jwks", ["", "https://idp.example.test/jwks.json"])
+def test_the_secure_stack_can_offer_oauthbearer(tmp_path, jwks):
+    env = {
+        "QUILL_STATE_DIR": str(tmp_path),
+        "QUILL_SECURITY": "sasl_ssl",
+        "QUILL_BROKERS": "1",
+        "QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,OAUTHBEARER",
+        "QUILL_OAUTH_JWKS_URL": jwks,
+        "QUILL_OAUTH_AUDIENCE": "quill",
+    }
+    for spec in build_stack(StackConfig.from_env(env)):
+        ManagedProcess(spec).prepare()
+    path = tmp_path / "broker-1" / "server.properties"
+    props = read_properties_file(str(path))
+    prefix = "listener.name.sasl_ssl.oauthbearer."
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512,OAUTHBEARER"
+    assert props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert props[prefix + "sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    )
+    assert props.get(prefix + "sasl.oauthbearer.jwks.endpoint.url") == (jwks or None)
+    assert props.get(prefix + "sasl.oauthbearer.expected.audience") == ("quill" if jwks else None)
+    handler = props.get(prefix + "sasl.server.callback.handler.class", "")
+    assert handler.endswith("OAuthBearerValidatorCallbackHandler") == bool(jwks)
+    # the broker takes these keys (the listener's validator is built at start)
+    assert BrokerConfig.load(path).unknown == []
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"QUILL_SASL_MECHANISMS": "OAUTHBEARER"}, "QUILL_SASL_MECHANISMS must be"),
+        ({"QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,PLAIN"}, "QUILL_SASL_MECHANISMS must be"),
+        (
+            {"QUILL_SECURITY": "plaintext", "QUILL_SASL_MECHANISMS": "SCRAM-SHA-512,OAUTHBEARER"},
+            "QUILL_SECURITY=sasl_ssl only",
+        ),
+        ({"QUILL_OAUTH_JWKS_URL": "https://idp.test/jwks"}, "QUILL_OAUTH_JWKS_URL apply to"),
+    ],
+)
+def test_sasl_mechanisms_the_stack_cannot_run_are_refused(tmp_path, env, message):
+    base = {"QUILL_STATE_DIR": str(tmp_path), "QUILL_SECURITY": "sasl_ssl"}
+    with pytest.raises(ConfigError, match=message):
+        StackConfig.from_env({**base, **env})
 
 
 def test_an_unknown_security_mode_is_refused_by_name(tmp_path):

@@ -116,9 +116,9 @@ def test_zookeeper_and_redis_take_logins_and_zookeeper_is_not_published(compose)
     assert users[:4] == ["python", "-m", "quill_stack.secure", "users"]
 
 
-def test_the_plaintext_compose_stack_still_publishes_zookeeper():
-    """`docker-compose up` without -f reads docker-compose.override.yml (scripts/compose.sh
-    names it unless QUILL_SECURITY=sasl_ssl)."""
+def test_no_compose_stack_publishes_zookeeper_or_redis():
+    """ZooKeeper and Redis stay inside the compose network, plaintext or secure (issue 25):
+    `docker-compose config` of what `docker-compose up` reads gives neither a port."""
     result = subprocess.run(
         [shutil.which("docker-compose") or "docker-compose", "config"],
         cwd=PROJECT_ROOT,
@@ -127,8 +127,9 @@ def test_the_plaintext_compose_stack_still_publishes_zookeeper():
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    ports = yaml.safe_load(result.stdout)["services"]["zookeeper"]["ports"]
-    assert [p["target"] if isinstance(p, dict) else p for p in ports] in ([2181], ["2181:2181"])
+    services = yaml.safe_load(result.stdout)["services"]
+    assert "ports" not in services["zookeeper"]
+    assert "ports" not in services["redis"]
 
 
 def test_compose_init_makes_a_working_configuration(tmp_path, secured_zookeeper):
@@ -178,6 +179,11 @@ def test_compose_init_makes_a_working_configuration(tmp_path, secured_zookeeper)
     leaf.verify_directly_issued_by(ca)
     san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert {*BROKERS, "localhost", "kafka.example"} <= set(san.get_values_for_type(x509.DNSName))
+    # the console's HTTPS keystore (docker-compose.secure.yml: daphne's ssl endpoint)
+    console = x509.load_pem_x509_certificates((tmp_path / "tls" / "console.pem").read_bytes())[0]
+    console.verify_directly_issued_by(ca)
+    san = console.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"console", "localhost", "kafka.example"} <= set(san.get_values_for_type(x509.DNSName))
 
     client = read_properties_file(str(tmp_path / "client-admin.properties"))
     assert client["ssl.ca.location"] == str(tmp_path / "tls" / "ca.crt")

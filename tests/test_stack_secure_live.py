@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -196,13 +197,15 @@ def test_a_user_without_acls_is_refused(secure):
 
 
 def _api(secure, token, method, path, body=None):
+    """The console's API over HTTPS (the secure stack serves it with its CA's certificate)."""
+    context = ssl.create_default_context(cafile=str(secure["dir"] / "tls" / "ca.crt"))
     request = urllib.request.Request(
-        f"http://127.0.0.1:{secure['env']['QUILL_CONSOLE_PORT']}/api{path}",
+        f"https://127.0.0.1:{secure['env']['QUILL_CONSOLE_PORT']}/api{path}",
         data=None if body is None else json.dumps(body).encode(),
         method=method,
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=60) as response:
+    with urllib.request.urlopen(request, timeout=60, context=context) as response:
         return response.status, json.load(response)
 
 

@@ -5,8 +5,9 @@ latest group status (console.live.history; older than STALE_S is ignored) fires 
 group's or a partition's Burrow status is one the rule names, or when its lag in time
 exceeds max_lag_ms. A rule fires once per episode and sends a "resolved" when the
 condition clears. Notifiers as Burrow's: an HTTP webhook (POST, JSON: event, rule,
-group, status, lag, lag_ms, partitions) and e-mail through Django's mail backend; each
-delivery's outcome is kept on the event.
+group, status, lag, lag_ms, partitions), to public addresses only (console.alerts.webhook),
+and e-mail through Django's mail backend; each delivery's outcome is kept on the event.
+A rule that fails to evaluate is logged and the next one runs.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import fnmatch
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 
+from console.alerts import webhook
 from console.alerts.models import FIRING, RESOLVED, AlertEvent, AlertRule
 from workers.celery import app
 
@@ -65,6 +65,17 @@ def breach(rule: AlertRule, status: dict) -> str | None:
     return None
 
 
+def deliver_webhook(url: str, body: bytes) -> str:
+    """ "HTTP <status>" or "failed: <why>" (kept for admins; viewers see delivered or
+    failed only, AlertEvent.summary). Never raises: a bad URL is one failed delivery."""
+    try:
+        return f"HTTP {webhook.post(url, body, WEBHOOK_TIMEOUT_S)}"
+    except webhook.WebhookRefused as exc:
+        return f"failed: refused: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded, never raised
+        return f"failed: {exc or type(exc).__name__}"
+
+
 def notify(event: AlertEvent) -> dict:
     rule = event.rule
     body = {
@@ -80,17 +91,7 @@ def notify(event: AlertEvent) -> dict:
     }
     delivered = {}
     if rule.webhook_url:
-        request = urllib.request.Request(
-            rule.webhook_url,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "User-Agent": "quill-alerts"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_S) as response:
-                delivered["webhook"] = f"HTTP {response.status}"
-        except (urllib.error.URLError, OSError) as exc:
-            delivered["webhook"] = f"failed: {exc}"
+        delivered["webhook"] = deliver_webhook(rule.webhook_url, json.dumps(body).encode())
     if rule.emails:
         from django.core.mail import send_mail
 
@@ -142,4 +143,10 @@ def evaluate() -> int:
         return 0
     groups = _groups()
     now = time.time()
-    return sum(len(evaluate_rule(rule, groups, now)) for rule in rules)
+    made = 0
+    for rule in rules:
+        try:
+            made += len(evaluate_rule(rule, groups, now))
+        except Exception:  # noqa: BLE001 - one bad rule never stops the others
+            log.exception("alert rule %s (%s) could not be evaluated", rule.id, rule.name)
+    return made

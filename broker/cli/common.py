@@ -203,6 +203,10 @@ def client_config(
     for key in sorted(_JAVA_ONLY & conf.keys()):
         print(f"WARNING: ignoring Java-only client property {key}", file=sys.stderr)
         del conf[key]
+    mechanism = conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "")).upper()
+    if mechanism == "OAUTHBEARER" and "sasl.oauthbearer.config" in conf:
+        # a file cannot carry an oauth_cb: its tokens are librdkafka's unsecured ones
+        conf.setdefault("enable.sasl.oauthbearer.unsecure.jwt", "true")
     conf["bootstrap.servers"] = bootstrap
     return conf
 

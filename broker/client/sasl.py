@@ -1,5 +1,6 @@
 """The client side of a SASL exchange over Kafka requests (SaslHandshake v1, then
-SaslAuthenticate v2 rounds): PLAIN, and SCRAM-SHA-256/512 on ``scramp``. The same
+SaslAuthenticate v2 rounds): PLAIN, SCRAM-SHA-256/512 on ``scramp``, and OAUTHBEARER
+with unsecured tokens (``oauthbearer.py``). The same
 exchange re-authenticates a connection (KIP-368): ``authenticate`` returns the session
 lifetime the broker gave (0: none)."""
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from scramp import ScramClient, ScramException
 
+from ..security.oauthbearer import client_initial_response
 from .security import ClientSecurity
 
 Request = Callable[[int, int, dict], Awaitable[Any]]
@@ -30,6 +32,14 @@ async def authenticate(request: Request, security: ClientSecurity, peer: str) ->
             f"{peer} does not enable SASL mechanism {mechanism} "
             f"(it offers {', '.join(resp.mechanisms)}; error {resp.error_code.name})"
         )
+    if mechanism == "OAUTHBEARER":
+        login = security.oauthbearer
+        first = client_initial_response(login.token(), extensions=login.extensions)
+        resp = await _round(request, first, peer)
+        if resp.auth_bytes:  # the broker's error challenge: acknowledge it, then it fails
+            await _round(request, b"\x01", peer)
+            raise AuthenticationFailed(f"{peer}: {resp.auth_bytes.decode(errors='replace')}")
+        return _lifetime_ms(resp)
     if mechanism == "PLAIN":
         token = f"\0{security.username}\0{security.password}".encode()
         return _lifetime_ms(await _round(request, token, peer))

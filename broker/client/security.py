@@ -8,7 +8,10 @@ holds them:
   ``sasl.username``, ``sasl.password``, ``ssl.ca.location``,
   ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``,
   ``ssl.endpoint.identification.algorithm``, ``enable.ssl.certificate.verification``;
-* Java: ``sasl.jaas.config`` (its ``username=``/``password=``),
+* librdkafka's OAUTHBEARER with unsecured tokens: ``sasl.oauthbearer.config``
+  (``principal=... scope=...``) and ``enable.sasl.oauthbearer.unsecure.jwt``;
+* Java: ``sasl.jaas.config`` (its ``username=``/``password=``, or OAuthBearerLoginModule's
+  ``unsecuredLogin*`` options),
   ``ssl.truststore.location`` of ``ssl.truststore.type`` JKS (Java's default), PKCS12
   (with ``ssl.truststore.password``) or PEM, read into ``ssl_cadata`` for JKS and
   PKCS12; ``ssl.truststore.certificates``; ``ssl.keystore.location`` in PEM
@@ -28,9 +31,11 @@ from dataclasses import dataclass, replace
 from ..security.jaas import parse_jaas_config
 from ..security.keystores import KeyStoreError
 from ..security.ssl_factory import client_context, truststore_cadata
+from .oauthbearer import OAuthConfigError, UnsecuredLogin
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 _KEYS = {
     "security.protocol": "security_protocol",
@@ -44,6 +49,11 @@ _KEYS = {
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_key_password",
 }
+_OTHER_KEYS = (
+    "sasl.jaas.config",
+    "sasl.oauthbearer.config",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+)
 _TRUSTSTORE_KEYS = (
     "ssl.truststore.location",
     "ssl.truststore.certificates",
@@ -69,6 +79,8 @@ class ClientSecurity:
     ssl_key_password: str | None = None
     ssl_check_hostname: bool = True
     ssl_verify: bool = True
+    #: OAUTHBEARER: how to make unsecured tokens (broker.client.oauthbearer)
+    oauthbearer: UnsecuredLogin | None = None
     #: a context built elsewhere (the broker's own, from its keystore settings)
     context: ssl.SSLContext | None = None
 
@@ -109,7 +121,14 @@ class ClientSecurity:
                     f"sasl.mechanism={self.sasl_mechanism or '(unset)'}: use one of "
                     f"{', '.join(MECHANISMS)}"
                 )
-            if not self.username or self.password is None:
+            if self.sasl_mechanism == "OAUTHBEARER":
+                if self.oauthbearer is None:
+                    raise ClientSecurityError(
+                        "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.config "
+                        "(principal=...) or sasl.jaas.config with OAuthBearerLoginModule's "
+                        "unsecuredLoginStringClaim_sub=..."
+                    )
+            elif not self.username or self.password is None:
                 raise ClientSecurityError(
                     f"security.protocol={self.security_protocol} needs sasl.username and "
                     "sasl.password (or sasl.jaas.config with username= and password=)"
@@ -128,8 +147,18 @@ class ClientSecurity:
                     jaas = parse_jaas_config(value)
                 except ValueError as exc:
                     raise ClientSecurityError(f"sasl.jaas.config: {exc}") from None
-                values.setdefault("username", jaas.username)
-                values.setdefault("password", jaas.password)
+                if jaas.login_module == OAUTHBEARER_LOGIN_MODULE:
+                    values.setdefault(
+                        "oauthbearer", _unsecured(UnsecuredLogin.from_jaas, jaas.options)
+                    )
+                else:
+                    values.setdefault("username", jaas.username)
+                    values.setdefault("password", jaas.password)
+            elif key == "sasl.oauthbearer.config":
+                values["oauthbearer"] = _unsecured(UnsecuredLogin.from_librdkafka, value)
+            elif key == "enable.sasl.oauthbearer.unsecure.jwt":
+                if value.lower() not in ("true", "false"):
+                    raise ClientSecurityError(f"{key}={value}: true or false")
             elif key == "ssl.endpoint.identification.algorithm":
                 values["ssl_check_hostname"] = value.lower() == "https"
             elif key == "enable.ssl.certificate.verification":
@@ -142,7 +171,7 @@ class ClientSecurity:
             elif key.startswith(("ssl.", "sasl.")):
                 raise ClientSecurityError(
                     f"unsupported client security property {key}; supported: "
-                    f"{', '.join(sorted({*_KEYS, 'sasl.jaas.config', *_TRUSTSTORE_KEYS}))}"
+                    f"{', '.join(sorted({*_KEYS, *_OTHER_KEYS, *_TRUSTSTORE_KEYS}))}"
                 )
         try:
             cafile, cadata = truststore_cadata({k: props.get(k) for k in _TRUSTSTORE_KEYS})
@@ -160,6 +189,13 @@ class ClientSecurity:
 
     def with_context(self, context: ssl.SSLContext | None) -> ClientSecurity:
         return replace(self, context=context)
+
+
+def _unsecured(make, source) -> UnsecuredLogin:
+    try:
+        return make(source)
+    except OAuthConfigError as exc:
+        raise ClientSecurityError(str(exc)) from None
 
 
 PLAINTEXT = ClientSecurity()

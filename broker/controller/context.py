@@ -29,6 +29,9 @@ class ControllerContext:
         self.brokers: dict[int, BrokerInfo] = {}
         self.assign: dict[str, TopicAssignment] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
+        # Kafka's shuttingDownBrokerIds: asked for a controlled shutdown, still registered;
+        # they lead nothing new and are left out of ISRs
+        self.shutting_down: set[int] = set()
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:

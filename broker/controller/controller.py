@@ -15,7 +15,6 @@ returns), and off the replicas of a log dir a broker reported offline
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import queue
 import threading
@@ -39,7 +38,7 @@ from ..zk.znodes import (
     TopicsZNode,
     TopicZNode,
 )
-from . import election, log_dir_events
+from . import broker_changes, election, log_dir_events
 from .channel import ControllerChannel
 from .context import ControllerContext
 from .reassignment import REASSIGN_PATH, Reassigner
@@ -120,6 +119,11 @@ class Controller:
         self._stopped = False
         self._topic_watches: set[str] = set()
         self.reassigner = Reassigner(self)
+        self._isr_lock = threading.Lock()
+        self._isr_children: list[str] = []
+        self._isr_event_pending = False
+        self._isr_handled: set[str] = set()
+        self.isr_notifications_read = 0
 
     @property
     def is_active(self) -> bool:
@@ -146,9 +150,20 @@ class Controller:
         return fut
 
     def stop(self) -> None:
+        """Stop after the event being handled; queued events are dropped (their callers
+        get NotControllerError), so a backlog never holds a broker's shutdown."""
         self._stopped = True
         self._events.put(("stop",))
         self._thread.join(timeout=5)
+
+    def _fail_pending_calls(self) -> None:
+        while True:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if event[0] == "call" and not event[1].done():
+                event[1].set_exception(NotControllerError(f"broker {self.broker_id} is stopping"))
 
     def _session_listener(self, state) -> None:
         if state == KazooState.LOST:
@@ -160,7 +175,8 @@ class Controller:
     def _run(self) -> None:
         while True:
             event = self._events.get()
-            if event[0] == "stop":
+            if event[0] == "stop" or self._stopped:  # what is still queued is dropped
+                self._fail_pending_calls()
                 return
             try:
                 getattr(self, "_on_" + event[0])(*event[1:])
@@ -183,6 +199,7 @@ class Controller:
         """
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        self.ctx.shutting_down.add(broker_id)
         written = self._move_off(broker_id, self._hosted(broker_id))
         remaining = sorted(key for key, version in written.items() if version is None)
         log.info(
@@ -193,12 +210,11 @@ class Controller:
         return remaining
 
     def _hosted(self, broker_id: int) -> list[tuple[str, int]]:
+        """The partitions ``broker_id`` replicates, from the context (no ZooKeeper read)."""
         return [
             (topic, partition)
-            for topic in self.zk.get_all_topics()
-            for partition, replicas in (
-                self.zk.get_topic_assignment(topic) or TopicAssignment({})
-            ).partitions.items()
+            for topic, assignment in self.ctx.assign.items()
+            for partition, replicas in assignment.partitions.items()
             if broker_id in replicas
         ]
 
@@ -256,40 +272,38 @@ class Controller:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         live = self._live_brokers()
         if partitions is None:
-            partitions = [
-                (t, p)
-                for t in self.zk.get_all_topics()
-                for p in (self.zk.get_topic_assignment(t) or TopicAssignment({})).partitions
-            ]
-        results = {}
-        assignments: dict[str, TopicAssignment | None] = {}
-        for topic, partition in partitions:
-            if topic not in assignments:
-                assignments[topic] = self.zk.get_topic_assignment(topic)
-            assignment = assignments[topic]
-            state = self.zk.get_partition_state(topic, partition)
-            if assignment is None or partition not in assignment.partitions or state is None:
-                results[(topic, partition)] = (
-                    ErrorCode.unknown_topic_or_partition,
-                    "Unknown partition.",
-                )
+            partitions = [(t, p) for t, a in self.ctx.assign.items() for p in a.partitions]
+        results, decided = {}, {}
+        states = self.zk.get_partition_states(list(dict.fromkeys(partitions)))  # pipelined
+        for key in partitions:
+            assignment = self.zk_assignment(key[0])
+            state = states.get(key)
+            if assignment is None or key[1] not in assignment.partitions or state is None:
+                results[key] = (ErrorCode.unknown_topic_or_partition, "Unknown partition.")
                 continue
             code, message, new = election.elect(
-                election_type, assignment.partitions[partition], state, live, self.epoch
+                election_type, assignment.partitions[key[1]], state, live, self.epoch
             )
-            if new is not None and self.zk.update_partition_state(topic, partition, new) is None:
-                code, message = ErrorCode.not_controller, "The partition state changed; retry."
-            elif new is not None:
+            results[key] = (code, message)
+            if new is not None:
+                decided[key] = new
+        for key, version in self.zk.update_partition_states(decided).items():
+            if version is None:
+                results[key] = (ErrorCode.not_controller, "The partition state changed; retry.")
+            else:
                 log.info(
                     "%s-%d: elected %d (%s election, epoch %d)",
-                    topic,
-                    partition,
-                    new.leader,
+                    *key,
+                    decided[key].leader,
                     "preferred" if election_type == election.PREFERRED else "unclean",
-                    new.leader_epoch,
+                    decided[key].leader_epoch,
                 )
-            results[(topic, partition)] = (code, message)
         return results
+
+    def zk_assignment(self, topic: str) -> TopicAssignment | None:
+        """A topic's assignment: the context's, else ZooKeeper's (created just now)."""
+        found = self.ctx.assign.get(topic)
+        return found if found is not None else self.zk.get_topic_assignment(topic)
 
     def _on_preferred_znode(self) -> None:
         """``/admin/preferred_replica_election``: elect, then delete the request znode."""
@@ -309,14 +323,14 @@ class Controller:
     def _on_auto_rebalance(self) -> None:
         if self.epoch is None or not self.auto_rebalance:
             return
-        assignments, leaders = {}, {}
-        for topic in self.zk.get_all_topics():
-            assignment = self.zk.get_topic_assignment(topic)
-            for partition, replicas in (assignment.partitions if assignment else {}).items():
-                state = self.zk.get_partition_state(topic, partition)
-                if state is not None:
-                    assignments[(topic, partition)] = replicas
-                    leaders[(topic, partition)] = state.leader
+        assignments = {
+            (topic, partition): replicas
+            for topic, assignment in self.ctx.assign.items()
+            for partition, replicas in assignment.partitions.items()
+        }
+        states = self.zk.get_partition_states(list(assignments))  # one pipelined batch
+        leaders = {key: state.leader for key, state in states.items()}
+        assignments = {key: assignments[key] for key in states}
         moves = election.imbalanced(assignments, leaders, self.imbalance_percentage)
         if moves:
             log.info(
@@ -356,21 +370,31 @@ class Controller:
             self._events.put(("reassign_znode",))
         return True
 
-    def _on_isr_notifications(self, children: list[str]) -> None:
-        """Leaders changed ISRs: refresh those partitions and tell every broker."""
-        if self.epoch is None or not children:
+    def _isr_watch(self, children: list[str]) -> None:
+        """kazoo's thread: remember the latest children; one event while one is pending."""
+        with self._isr_lock:
+            self._isr_children = children
+            if self._isr_event_pending:
+                return
+            self._isr_event_pending = True
+        self._events.put(("isr_notifications",))
+
+    def _on_isr_notifications(self) -> None:
+        """Kafka's IsrChangeNotificationHandler: read each new notification once, refresh
+        the union of their partitions, tell every broker, and delete what was read."""
+        with self._isr_lock:
+            children, self._isr_event_pending = self._isr_children, False
+        # names still listed but handled already (their delete is on its way) are skipped
+        self._isr_handled &= set(children)
+        fresh = sorted(c for c in children if c not in self._isr_handled)
+        if self.epoch is None or not fresh:
             return
-        keys = set()
-        for child in children:
-            path = f"{IsrChangeNotificationZNode.path}/{child}"
-            try:
-                data, _ = self.client.get(path)
-                keys |= {(p["topic"], int(p["partition"])) for p in json.loads(data)["partitions"]}
-                self.client.delete(path)
-            except NoNodeError:
-                continue
+        keys = self.zk.read_isr_change_notifications(fresh)
+        self._isr_handled |= set(fresh)
+        self.isr_notifications_read += len(fresh)
         self.ctx.refresh_states(keys)
         self._metadata_dirty = True
+        self.zk.delete_isr_change_notifications(fresh)
 
     def _publish(self) -> None:
         """Send what this event changed: LeaderAndIsr to the replicas of changed
@@ -391,7 +415,9 @@ class Controller:
         for topic in self._dirty_topics:
             assignment = self.ctx.assign.get(topic)
             keys |= {(topic, p) for p in (assignment.partitions if assignment else {})}
-        self.ctx.refresh_states(self._dirty_keys)
+        # a joining broker gets every partition: read them all afresh (leaders change
+        # ISRs without the controller, which hears of it a few seconds later)
+        self.ctx.refresh_states(list(self.ctx.states) if self._new_brokers else self._dirty_keys)
         requests = self.ctx.leader_and_isr(keys, self.broker_id, self.epoch)
         metadata = self.ctx.update_metadata(self.broker_id, self.epoch)
         for broker in self._new_brokers & set(self.ctx.brokers):
@@ -457,11 +483,7 @@ class Controller:
             )
             DataWatch(self.client, PreferredReplicaElectionZNode.path, self._preferred_watch)
             DataWatch(self.client, REASSIGN_PATH, self._reassign_watch)
-            ChildrenWatch(
-                self.client,
-                IsrChangeNotificationZNode.path,
-                lambda c: self._events.put(("isr_notifications", c)),
-            )
+            ChildrenWatch(self.client, IsrChangeNotificationZNode.path, self._isr_watch)
             ChildrenWatch(
                 self.client,
                 LogDirEventNotificationZNode.path,
@@ -470,6 +492,7 @@ class Controller:
         else:  # elected again: the watches exist, so catch up by hand
             self._on_topics(self.zk.get_all_topics(), ensure_all=True)
             self._on_brokers(self.client.get_children(BrokerIdsZNode.path))
+            self._isr_watch(self.client.get_children(IsrChangeNotificationZNode.path))
         self.reassigner.resume()
         self._events.put(("reassign_tick",))
 
@@ -508,7 +531,9 @@ class Controller:
             self._ensure_states(topic)
 
     def _live_brokers(self) -> set[int]:
-        return {int(b) for b in self.client.get_children(BrokerIdsZNode.path)}
+        """Registered brokers, less those shutting down (they get no new leadership)."""
+        registered = {int(b) for b in self.client.get_children(BrokerIdsZNode.path)}
+        return registered - self.ctx.shutting_down
 
     def _ensure_states(self, topic: str) -> None:
         """Give every partition of ``topic`` that has no state yet its first leader."""
@@ -545,23 +570,31 @@ class Controller:
         and bring offline partitions back when an in-sync replica returns."""
         if self.epoch is None:
             return
-        live = {int(b) for b in children}
         joined, left = self.ctx.refresh_brokers()
+        self.ctx.shutting_down -= joined | left  # gone, or back (Kafka's onBrokerStartup)
+        live = {int(b) for b in children} - self.ctx.shutting_down
         for broker_id in left:
             if self.channel is not None:
                 self.channel.remove_broker(broker_id)
         if joined or left:
             self._new_brokers |= joined
             self._metadata_dirty = True
-        for topic in self.zk.get_all_topics():
-            assignment = self.zk.get_topic_assignment(topic)
-            if assignment is None:
-                continue
-            unclean_ok = self._unclean_allowed(topic)
-            for partition, replicas in assignment.partitions.items():
-                state = self.zk.get_partition_state(topic, partition)
-                if state is not None:
-                    self._reconcile(topic, partition, replicas, state, live, unclean_ok)
+        changed = joined | left
+        keys = [
+            key
+            for key, state in self.ctx.states.items()
+            if state.leader not in live
+            or any(b not in live for b in state.isr)
+            or (changed and not changed.isdisjoint(self.ctx.replicas(key)))
+        ]
+        if keys:
+            moved = broker_changes.reconcile(self, keys, live)
+            log.info(
+                "brokers %s joined, %s left: %d partition state(s) changed",
+                sorted(joined),
+                sorted(left),
+                moved,
+            )
 
     def set_unclean_default(self, enabled: bool) -> None:
         """The broker default of unclean.leader.election.enable changed (a dynamic broker
@@ -580,52 +613,3 @@ class Controller:
         if value is None:
             return self.unclean_default
         return value.strip().lower() == "true"
-
-    def _reconcile(self, topic, partition, replicas, state, live, unclean_ok) -> None:
-        live_isr = [b for b in state.isr if b in live]
-        leader, isr, unclean = state.leader, list(state.isr), False
-        if state.leader not in live:
-            if live_isr:
-                leader, isr = live_isr[0], live_isr
-            elif unclean_ok and any(b in live for b in replicas):
-                leader = next(b for b in replicas if b in live)
-                isr, unclean = [leader], True
-            else:
-                leader = -1  # offline: the ISR is kept so a returning member can lead
-        elif len(live_isr) != len(state.isr) and live_isr:
-            isr = live_isr
-        if leader == state.leader and isr == state.isr:
-            return
-        new = LeaderAndIsr(
-            leader=leader,
-            leader_epoch=state.leader_epoch + (1 if leader != state.leader else 0),
-            isr=isr,
-            controller_epoch=self.epoch,
-            zk_version=state.zk_version,
-        )
-        if self.zk.update_partition_state(topic, partition, new) is None:
-            return
-        if unclean:
-            self.unclean_elections += 1
-            log.warning(
-                "%s-%d: UNCLEAN leader election: broker %d (out of sync) leads at epoch %d; "
-                "records acknowledged only by %s may be lost (unclean elections so far: %d)",
-                topic,
-                partition,
-                leader,
-                new.leader_epoch,
-                state.isr,
-                self.unclean_elections,
-            )
-        elif leader != state.leader:
-            log.info(
-                "%s-%d: leader %d -> %d (epoch %d, ISR %s)",
-                topic,
-                partition,
-                state.leader,
-                leader,
-                new.leader_epoch,
-                isr,
-            )
-        else:
-            log.info("%s-%d: ISR %s -> %s (brokers left)", topic, partition, state.isr, isr)

@@ -85,6 +85,7 @@ class BrokerCollector(Collector):
         yield from self._zookeeper()
         yield from self._groups()
         yield from self._fetch_sessions()
+        yield from self._fetcher_stats()
         yield from self._loop()
 
     # -- kafka.server:type=BrokerTopicMetrics --------------------------------------------
@@ -370,7 +371,49 @@ class BrokerCollector(Collector):
         )
         connections.add_metric(["PLAINTEXT", "0"], len(self.server.sockets.connections))
         yield connections
+        yield from self._connection_creation()
         yield from self._authentication()
+
+    def _fetcher_stats(self) -> Iterator[Metric]:
+        """kafka.server:type=FetcherStats,name=RequestsPerSec per replica fetcher
+        (clientId ReplicaFetcherThread-<fetcher id>-<leader id>), as a counter."""
+        family = CounterMetricFamily(
+            "kafka_server_fetcherstats_requests",
+            "Fetch requests sent by each replica fetcher (num.replica.fetchers per leader)",
+            labels=["clientId"],
+        )
+        fetchers = getattr(self.server, "fetchers", None)
+        for fetcher in list(fetchers.fetchers.values()) if fetchers is not None else []:
+            family.add_metric([fetcher.name], fetcher.requests)
+        yield family
+
+    def _connection_creation(self) -> Iterator[Metric]:
+        """KIP-612: connections accepted per listener, their rate and the acceptor's
+        last throttle (socket-server-metrics connection-creation-total, and
+        connection-accept-rate / connection-accept-throttle-time per listener)."""
+        creation = self.server.sockets.quotas.creation
+        prefix = "kafka_server_socket_server_metrics_"
+        now_ms = time.monotonic() * 1000
+        created = CounterMetricFamily(
+            prefix + "connection_creation",
+            "Connections accepted (connection-creation-total)",
+            labels=["listener", "networkProcessor"],
+        )
+        rate = GaugeMetricFamily(
+            prefix + "connection_accept_rate",
+            "Connections accepted per second, as the KIP-612 quota measures it",
+            labels=["listener"],
+        )
+        throttle = GaugeMetricFamily(
+            prefix + "connection_accept_throttle_time",
+            "The acceptor's last wait for max.connection.creation.rate, ms",
+            labels=["listener"],
+        )
+        for listener in sorted(creation.created):
+            created.add_metric([listener, "0"], creation.created[listener])
+            rate.add_metric([listener], creation.rate(listener).measure(now_ms))
+            throttle.add_metric([listener], creation.throttle_ms.get(listener, 0.0))
+        yield from (created, rate, throttle)
 
     def _authentication(self) -> Iterator[Metric]:
         """kafka.server:type=socket-server-metrics,listener=L: SASL authentications and

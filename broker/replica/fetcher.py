@@ -58,9 +58,12 @@ class FetchState:
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader."""
 
-    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int = 0) -> None:
         self.manager = manager
         self.leader_id = leader_id
+        #: Kafka's thread name, the clientId of its FetcherStats
+        self.name = f"ReplicaFetcherThread-{fetcher_id}-{leader_id}"
+        self.requests = 0  # Fetch requests sent (FetcherStats RequestsPerSec)
         self.partitions: dict[TopicPartition, FetchState] = {}
         #: the request fields of every fetchable partition, kept as they change (an
         #: append, a truncation, a new leader epoch), not rebuilt each round
@@ -313,6 +316,7 @@ class ReplicaFetcher:
         self.dirty = set()
         self.full_diff = throttled  # the session holds the filtered set: compare all next
         self.fetching = True
+        self.requests += 1
         try:
             resp = await self.conn.request(
                 1,
@@ -397,7 +401,27 @@ class ReplicaFetcher:
         return True
 
 
+def _java_hash(text: str) -> int:
+    """Java's String.hashCode (topic names are ASCII), as a signed 32-bit int."""
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: Utils.abs(31 * topic.hashCode +
+    partition) % num.replica.fetchers."""
+    h = (31 * _java_hash(topic) + partition) & 0xFFFFFFFF
+    h = h - 2**32 if h >= 2**31 else h
+    return (0 if h == -(2**31) else abs(h)) % num_fetchers
+
+
 class ReplicaFetcherManager:
+    """``num.replica.fetchers`` fetchers (each its own connection and fetch session)
+    per leader, the partitions hashed across them as Kafka's AbstractFetcherManager
+    does; ``resize`` moves the partitions to a new pool at run time."""
+
     def __init__(
         self,
         broker_id: int,
@@ -409,8 +433,10 @@ class ReplicaFetcherManager:
         self.config = config
         self.broker_endpoint = broker_endpoint
         self.security = security  # how to reach the leaders' inter-broker listener
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.owner: dict[TopicPartition, int] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, fetcher id)
+        self.owner: dict[TopicPartition, tuple[int, int]] = {}
+        self.parts: dict[TopicPartition, Partition] = {}
+        self.num_fetchers = 1
         self.closed = False  # set at shutdown: a stopping broker follows nobody
         self.quota = None  # follower.replication.throttled.rate, set by the ReplicaManager
         self.is_throttled: Callable[[str, int], bool] = lambda _t, _p: False
@@ -419,22 +445,35 @@ class ReplicaFetcherManager:
         self.remove_partition(key)
         if self.closed or leader_id < 0 or leader_id == self.broker_id:
             return
-        fetcher = self.fetchers.get(leader_id)
+        slot = (leader_id, fetcher_id(key[0], key[1], self.num_fetchers))
+        fetcher = self.fetchers.get(slot)
         if fetcher is None or fetcher.task.done():
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+            fetcher = self.fetchers[slot] = ReplicaFetcher(self, leader_id, slot[1])
         fetcher.add(key, part)
-        self.owner[key] = leader_id
+        self.owner[key] = slot
+        self.parts[key] = part
 
     def remove_partition(self, key: TopicPartition) -> None:
-        leader_id = self.owner.pop(key, None)
-        if leader_id is None:
+        slot = self.owner.pop(key, None)
+        self.parts.pop(key, None)
+        if slot is None:
             return
-        fetcher = self.fetchers.get(leader_id)
+        fetcher = self.fetchers.get(slot)
         if fetcher is not None:
             fetcher.remove(key)
             if not fetcher.partitions:
                 fetcher.task.cancel()
-                del self.fetchers[leader_id]
+                del self.fetchers[slot]
+
+    def resize(self, num_fetchers: int) -> None:
+        """Kafka's resizeThreadPool: every partition moves to its fetcher in the new
+        pool (a partition whose fetcher id is unchanged stays where it is)."""
+        if num_fetchers == self.num_fetchers:
+            return
+        self.num_fetchers = num_fetchers
+        for key, slot in list(self.owner.items()):
+            if slot[1] != fetcher_id(key[0], key[1], num_fetchers):
+                self.add_partition(key, self.parts[key], slot[0])
 
     async def shutdown(self) -> None:
         """Stop every fetcher. Their partition sets are emptied first, so a fetcher whose

@@ -25,6 +25,7 @@ ILLEGAL_SASL_STATE by KafkaApis.
 from __future__ import annotations
 
 import datetime
+import inspect
 import logging
 import struct
 import time
@@ -59,7 +60,7 @@ class SaslServer(Protocol):
     authorization_id: str | None
     credential_expiration_ms: int | None  # wall-clock ms the credential ends, if it does
 
-    def evaluate(self, token: bytes) -> bytes: ...
+    def evaluate(self, token: bytes) -> bytes | Awaitable[bytes]: ...  # async: OAUTHBEARER
 
 
 class SaslMechanisms(Protocol):
@@ -107,7 +108,7 @@ class SaslServerAuthenticator:
     async def handle(self, conn: Any, frame: bytes) -> bytes | None:
         """The response to one frame read before authentication completed."""
         if self.raw_tokens:
-            return self._raw_token(conn, frame)
+            return await self._raw_token(conn, frame)
         api_key, version, correlation_id = peek_header(frame)
         if api_key == API_VERSIONS:
             return await self._api_versions(conn, frame)
@@ -118,7 +119,7 @@ class SaslServerAuthenticator:
         if api_key == SASL_AUTHENTICATE and self._server is not None:
             _check_version("SaslAuthenticate", version, AUTHENTICATE_VERSIONS)
             _header, request = parse_request(frame)
-            return self._authenticate(conn, request.auth_bytes, version, correlation_id)
+            return await self._authenticate(conn, request.auth_bytes, version, correlation_id)
         state = "authentication" if self._server is not None else "handshake"
         raise ProtocolError(
             f"Unexpected Kafka request of type {api_key} during SASL {state} "
@@ -147,11 +148,13 @@ class SaslServerAuthenticator:
         body = {"error_code": error, "mechanisms": tuple(enabled)}
         return _encode(SASL_HANDSHAKE, version, correlation_id, body)
 
-    def _authenticate(self, conn: Any, token: bytes, version: int, correlation_id: int) -> bytes:
+    async def _authenticate(
+        self, conn: Any, token: bytes, version: int, correlation_id: int
+    ) -> bytes:
         body: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None}
         self._supports_reauth = self._supports_reauth or version > 0
         try:
-            body["auth_bytes"] = self._evaluate(conn, token)
+            body["auth_bytes"] = await self._evaluate(conn, token)
             if self.session is not None:
                 body["session_lifetime"] = datetime.timedelta(milliseconds=self.session.lifetime_ms)
         except SaslAuthenticationError as exc:
@@ -162,19 +165,21 @@ class SaslServerAuthenticator:
             )
         return _encode(SASL_AUTHENTICATE, version, correlation_id, body)
 
-    def _raw_token(self, conn: Any, token: bytes) -> bytes | None:
+    async def _raw_token(self, conn: Any, token: bytes) -> bytes | None:
         try:
-            challenge = self._evaluate(conn, token)
+            challenge = await self._evaluate(conn, token)
         except SaslAuthenticationError:
             return None  # v0 has no way to say why: the connection just closes
         return struct.pack(">i", len(challenge)) + challenge
 
-    def _evaluate(self, conn: Any, token: bytes) -> bytes:
+    async def _evaluate(self, conn: Any, token: bytes) -> bytes:
         server = self._server
         try:
             if self._bad_mechanism is not None:
                 raise SaslAuthenticationError(self._bad_mechanism)
             challenge = server.evaluate(token)
+            if inspect.isawaitable(challenge):
+                challenge = await challenge
             if server.complete:
                 self._completed(conn, KafkaPrincipal.user(server.authorization_id))
         except SaslAuthenticationError as exc:

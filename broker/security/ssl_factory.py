@@ -63,11 +63,16 @@ def _accept_weak_leaf(ctx: ssl.SSLContext, chain, what: str) -> None:
     ctx.set_ciphers(_LEVEL_0_CIPHERS)
 
 
-def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str) -> bool:
+def _keystore_material(
+    settings: Mapping[str, Any], prefix: str
+) -> tuple[str, str | None, list, str] | None:
+    """(PEM text of the key and chain, the key's password, the chain, what to name in
+    messages) of the ``ssl.keystore.*`` settings; None when no keystore is set."""
     location = settings.get("ssl.keystore.location")
     chain = settings.get("ssl.keystore.certificate.chain")
     key = settings.get("ssl.keystore.key")
     password = settings.get("ssl.key.password") or None
+    what = f"{prefix}ssl.keystore.location={location}" if location else f"{prefix}ssl.keystore"
     try:
         kind = store_type(settings.get("ssl.keystore.type"), f"{prefix}ssl.keystore.type")
         if chain or key:
@@ -81,26 +86,41 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str
                     f"{prefix}ssl.keystore.certificate.chain and {prefix}ssl.keystore.key "
                     "go together"
                 )
-            _accept_weak_leaf(ctx, pem_chain(normalize_pem(chain)), f"{prefix}ssl.keystore")
-            _load_pem_text(ctx, normalize_pem(key) + normalize_pem(chain), password)
-            return True
+            certs = pem_chain(normalize_pem(chain))
+            return normalize_pem(key) + normalize_pem(chain), password, certs, what
         if not location:
-            return False
+            return None
         if kind == "PEM":
             text = Path(location).read_text(errors="replace")
-            _accept_weak_leaf(ctx, pem_chain(text), f"{prefix}ssl.keystore.location={location}")
-            ctx.load_cert_chain(location, password=password)
-            return True
+            return text, password, pem_chain(text), what
         store_password = settings.get("ssl.keystore.password") or None
         text, certs = keystore_pem(location, kind, store_password, password, prefix)
-        _accept_weak_leaf(ctx, certs, f"{prefix}ssl.keystore.location={location}")
-        _load_pem_text(ctx, text, None)
-        return True
+        return text, None, certs, what
     except KeyStoreError as exc:
         raise SslConfigError(str(exc)) from None
-    except (OSError, ssl.SSLError) as exc:
-        what = f"{prefix}ssl.keystore.location={location}" if location else f"{prefix}ssl.keystore"
+    except (OSError, ValueError) as exc:
         raise SslConfigError(f"cannot load the key and certificate of {what}: {exc}") from None
+
+
+def keystore_certificate(settings: Mapping[str, Any], prefix: str = ""):
+    """The leaf certificate of the ``ssl.keystore.*`` settings (None: no keystore)."""
+    material = _keystore_material(settings, prefix)
+    if material is None or not material[2]:
+        return None
+    return material[2][0]
+
+
+def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], prefix: str) -> bool:
+    material = _keystore_material(settings, prefix)
+    if material is None:
+        return False
+    text, password, certs, what = material
+    _accept_weak_leaf(ctx, certs, what)
+    try:
+        _load_pem_text(ctx, text, password)
+    except (OSError, ssl.SSLError) as exc:
+        raise SslConfigError(f"cannot load the key and certificate of {what}: {exc}") from None
+    return True
 
 
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)

@@ -33,6 +33,7 @@ _LOG_KEYS = {broker_key for synonyms in BROKER_SYNONYMS.values() for broker_key,
 UNSUPPORTED = {
     "num.network.threads": "the broker serves every connection on one asyncio event loop",
     "num.io.threads": "requests are handled on the broker's asyncio event loop",
+    "background.threads": "background tasks run on the broker's asyncio event loop",
 }
 
 

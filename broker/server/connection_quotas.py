@@ -7,6 +7,13 @@ stops accepting (new connections wait in the listen backlog) until one closes.
 (``host:count,ip:count``): a connection from an address that already holds its
 maximum is closed at once, and the broker says so in its log.
 
+``max.connection.creation.rate`` and ``listener.name.<l>.max.connection.creation.rate``
+(KIP-612): connections accepted per second, measured as Kafka's quota sensors measure
+(``quota.window.num`` samples of ``quota.window.size.seconds``). Each accepted connection
+is recorded; when a rate goes over its limit the acceptor waits (at most one window)
+before it sets the connection up and accepts the next, as Kafka's acceptor blocks. The
+broker-wide limit spares the inter-broker listener when there are others.
+
 ``queued.max.request.bytes``: the memory held by requests that have been read but not
 yet answered, over all connections (Kafka's request memory pool; -1: unbounded). A
 connection whose bytes would take the pool past it stops being read (it is muted)
@@ -20,6 +27,8 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Callable
+
+from ..quota.rate import Rate
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +81,7 @@ class ConnectionQuotas:
         self.total = 0
         self.per_ip: Counter[str] = Counter()
         self._slot_freed = asyncio.Event()
+        self.creation = CreationRates()
 
     def reconfigure(
         self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int]
@@ -145,3 +155,51 @@ class RequestMemoryPool:
 
     def forget(self, owner: object) -> None:
         self._waiting.pop(owner, None)
+
+
+class CreationRates:
+    """KIP-612's connection creation rates: per listener, and broker-wide."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+        self.samples, self.window_ms = samples, window_ms
+        self.broker_limit = INT_MAX
+        self.listener_limits: dict[str, int] = {}
+        self.protected: str | None = None  # the inter-broker listener, if there are others
+        self.broker_rate = Rate(samples, window_ms)
+        self.rates: dict[str, Rate] = {}
+        self.created: Counter[str] = Counter()  # connection-creation-total per listener
+        self.throttle_ms: dict[str, float] = {}  # the last connection-accept-throttle-time
+
+    def reconfigure(
+        self, broker_limit: int, listener_limits: dict[str, int], protected: str | None
+    ) -> None:
+        self.broker_limit = broker_limit
+        self.listener_limits = dict(listener_limits)
+        self.protected = protected
+
+    def rate(self, listener: str) -> Rate:
+        if listener not in self.rates:
+            self.rates[listener] = Rate(self.samples, self.window_ms)
+        return self.rates[listener]
+
+    def _throttle(self, rate: Rate, limit: int, now_ms: float) -> float:
+        """Kafka's QuotaUtils.boundedThrottleTime, at most one window."""
+        value = rate.measure(now_ms)
+        if value <= limit:
+            return 0.0
+        if limit <= 0:
+            return float(self.window_ms)
+        delay = (value - limit) / limit * rate.window_size_ms(now_ms)
+        return min(delay, float(self.window_ms))
+
+    def record(self, listener: str, now_ms: float) -> float:
+        """One connection accepted on ``listener``: how long (ms) the acceptor waits."""
+        self.created[listener] += 1
+        rate = self.rate(listener)
+        rate.record(1.0, now_ms)
+        delay = self._throttle(rate, self.listener_limits.get(listener, INT_MAX), now_ms)
+        if listener != self.protected:
+            self.broker_rate.record(1.0, now_ms)
+            delay = max(delay, self._throttle(self.broker_rate, self.broker_limit, now_ms))
+        self.throttle_ms[listener] = delay
+        return delay

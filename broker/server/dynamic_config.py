@@ -12,9 +12,16 @@ Which keys may change at run time is Kafka's list, less what Quill cannot honour
   log.message.format.version, which Kafka keeps read-only);
 - the cleaner's log.cleaner.backoff.ms, log.cleaner.dedupe.buffer.size and
   log.cleaner.io.max.bytes.per.second;
-- the connection limits max.connections, max.connections.per.ip(.overrides);
+- the connection limits max.connections, max.connections.per.ip(.overrides), and
+  max.connection.creation.rate (also per listener, KIP-612);
 - num.recovery.threads.per.data.dir (the next log recovery);
-- the replication throttles leader/follower.replication.throttled.rate.
+- num.replica.fetchers (the fetcher pool is resized at once);
+- the replication throttles leader/follower.replication.throttled.rate;
+- per broker only, each TLS listener's keystore and truststore
+  (``listener.name.<listener>.ssl.keystore.location`` and the rest of
+  SECURITY_DYNAMIC): checked by loading them, applied to new connections
+  (``dynamic_listener``). Their passwords are stored encrypted with the static
+  ``password.encoder.secret`` (``security.password_encoder``), refused without it.
 
 A read-only key is refused as Kafka refuses it; a key Kafka can change and Quill does
 not implement is refused with the reason; a key that is no broker config at all is
@@ -35,6 +42,7 @@ from ..log.config import (
     LogConfig,
 )
 from ..protocol.errors import ErrorCode, KafkaError
+from ..security import password_encoder
 from .config import KEYS, UNSUPPORTED
 from .connection_quotas import ConfigValueError, parse_ip_overrides
 
@@ -56,13 +64,20 @@ CLEANER_DYNAMIC = frozenset(
     }
 )
 SOCKET_DYNAMIC = frozenset(
-    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
+    {
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
+    }
 )
+#: Kafka's DynamicBrokerConfig.ClusterLevelListenerConfigs that Quill honours per listener
+LISTENER_RATE = "max.connection.creation.rate"
 DYNAMIC = (
     LOG_DYNAMIC
     | CLEANER_DYNAMIC
     | SOCKET_DYNAMIC
-    | {"num.recovery.threads.per.data.dir"}
+    | {"num.recovery.threads.per.data.dir", "num.replica.fetchers"}
     | set(THROTTLES)
 )
 
@@ -95,12 +110,12 @@ PER_BROKER = SECURITY_DYNAMIC | {
 #: keys Kafka changes at run time and Quill does not: refused, with why
 NOT_IMPLEMENTED = {
     **UNSUPPORTED,
-    "log.cleaner.threads": "the log cleaner is one task on the broker's event loop",
+    "log.cleaner.threads": (
+        "the log cleaner is synchronous, one log per pass from the log manager's tick; "
+        "passes do not run concurrently, so there is no pool to size"
+    ),
     "log.cleaner.io.buffer.size": "the log cleaner reads whole segments",
     "log.cleaner.io.buffer.load.factor": "the log cleaner's key map is a dict",
-    "num.replica.fetchers": "a broker runs one fetcher per source broker",
-    "background.threads": "background work runs on the broker's event loop",
-    "max.connection.creation.rate": "connection creation is not rate limited",
     "replica.alter.log.dirs.io.max.bytes.per.second": "replicas do not move between log dirs",
     "metric.reporters": "metrics are served by the Prometheus endpoint only",
     "listeners": "listeners are opened at start-up only",
@@ -115,6 +130,69 @@ _LOG_KEYS = frozenset(k for syns in BROKER_SYNONYMS.values() for k, _ in syns)
 #: every Kafka broker key Quill knows: those not dynamic are read-only
 KNOWN = frozenset(KEYS) | _LOG_KEYS | set(THROTTLES) | set(NOT_IMPLEMENTED)
 LISTENER_PREFIX = "listener.name."
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (listener, key) for the listener keys Quill
+    changes at run time (keystores, truststores, the creation rate); None otherwise."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, base = key[len(LISTENER_PREFIX) :].partition(".")
+    return (listener, base) if base in SECURITY_DYNAMIC or base == LISTENER_RATE else None
+
+
+def listener_ssl_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<ssl key>`` -> (listener, ssl key); None otherwise."""
+    found = listener_key(key)
+    return found if found and found[1] in SECURITY_DYNAMIC else None
+
+
+def is_dynamic(key: str) -> bool:
+    return key in DYNAMIC or listener_key(key) is not None
+
+
+def _base(key: str) -> str:
+    found = listener_key(key)
+    return found[1] if found else key
+
+
+def listener_rates(props: Mapping[str, str]) -> dict[str, int]:
+    """listener name (upper case, as the broker names it) -> its creation rate limit."""
+    out = {}
+    for key, raw in props.items():
+        found = listener_key(key)
+        if found and found[1] == LISTENER_RATE:
+            out[found[0].upper()] = typed(LISTENER_RATE, raw)
+    return out
+
+
+def is_password(key: str) -> bool:
+    spec = KEYS.get(_base(key))
+    return spec is not None and spec.sensitive
+
+
+def encode_passwords(new: Mapping[str, str], secret: str | None) -> dict[str, str]:
+    """Kafka's DynamicBrokerConfig.toPersistentProps: what ZooKeeper stores."""
+    out = dict(new)
+    for key in sorted(k for k in new if is_password(k)):
+        if not secret:
+            raise _invalid("Password encoder secret not configured")
+        out[key] = password_encoder.encode(secret, new[key])
+    return out
+
+
+def decode_passwords(stored: Mapping[str, str], secret: str | None) -> dict[str, str]:
+    """Kafka's fromPersistentProps: a password this secret cannot decode is dropped."""
+    out = dict(stored)
+    for key in sorted(k for k in stored if is_password(k)):
+        try:
+            if not secret:
+                raise password_encoder.PasswordEncoderError("password.encoder.secret is unset")
+            out[key] = password_encoder.decode(secret, stored[key])
+        except password_encoder.PasswordEncoderError as exc:
+            log.error("dynamic password config %s dropped: %s", key, exc)
+            del out[key]
+    return out
 
 
 def _scala_set(keys) -> str:
@@ -137,17 +215,22 @@ def validate(new: Mapping[str, str], per_broker: bool) -> None:
             "These security configs can be dynamically updated only per-listener using the "
             f"listener prefix: {_scala_set(unprefixed)}"
         )
-    for key in sorted(keys & DYNAMIC):
-        typed(key, new[key])
+    for key in sorted(keys):
+        if key in DYNAMIC or _base(key) == LISTENER_RATE:
+            typed(key, new[key])
     if not per_broker:
-        broker_only = (keys & PER_BROKER) | {k for k in keys if k.startswith(LISTENER_PREFIX)}
+        broker_only = (keys & PER_BROKER) | {
+            k for k in keys if k.startswith(LISTENER_PREFIX) and _base(k) != LISTENER_RATE
+        }
         if broker_only:
             raise _invalid(
                 "Cannot update these configs at default cluster level, broker id must be "
                 f"specified: {_scala_set(broker_only)}"
             )
     for key in sorted(keys):
-        if key in NOT_IMPLEMENTED or key.startswith(LISTENER_PREFIX):
+        if key in NOT_IMPLEMENTED or (
+            key.startswith(LISTENER_PREFIX) and listener_key(key) is None
+        ):
             why = NOT_IMPLEMENTED.get(key, "listeners' settings are read at start-up only")
             raise _invalid(f"Cannot update {key} dynamically in Quill: {why}")
 
@@ -156,6 +239,8 @@ def typed(key: str, raw: str) -> Any:
     """One dynamic key's value, parsed and range-checked (INVALID_CONFIG otherwise)."""
     if key in THROTTLES:
         return _number(key, raw, 0, "LONG")
+    if _base(key) == LISTENER_RATE:
+        return _number(key, raw, 0, "INT")
     spec = KEYS.get(key)
     if spec is None or key in LOG_DYNAMIC:
         return raw  # checked by LogConfig as a whole (check_log_defaults)
@@ -205,6 +290,10 @@ class DynamicBrokerConfig:
         self.per_broker: dict[str, str] = {}
         self.default: dict[str, str] = {}
 
+    @property
+    def secret(self) -> str | None:
+        return self.static.get("password.encoder.secret") or None
+
     # -- layers -------------------------------------------------------------------------
     def layers(self) -> list[tuple[ConfigSource, dict[str, str]]]:
         """The dynamic levels, most specific first (what LogConfig.from_broker_props takes)."""
@@ -251,7 +340,10 @@ class DynamicBrokerConfig:
         level = self.entity_of(entity)
         if level is None:
             return False
-        kept = {k: v for k, v in config.items() if k in DYNAMIC}
+        kept = {k: v for k, v in config.items() if k in DYNAMIC or _base(k) == LISTENER_RATE}
+        if level == "broker":  # listeners' keystores: per broker only
+            listener_keys = {k: v for k, v in config.items() if listener_ssl_key(k)}
+            kept.update(decode_passwords(listener_keys, self.secret))
         current = self.per_broker if level == "broker" else self.default
         if kept == current:
             return False
@@ -296,13 +388,17 @@ class DynamicBrokerConfig:
         broker, or (``default_level``, the empty resource name) the cluster defaults set."""
         levels = self.layers()[1:] if default_level else self.layers()
         levels.append((ConfigSource.STATIC_BROKER_CONFIG, self.static))
-        names = sorted(self.default) if default_level else sorted(ALL_KEYS)
+        if default_level:
+            names = sorted(self.default)
+        else:
+            listener_keys = {k for k in (*self.per_broker, *self.default) if listener_key(k)}
+            names = sorted(ALL_KEYS | listener_keys)
         rows = []
         for key in names:
             if keys is not None and key not in keys:
                 continue
             found = _synonyms(key, levels)
-            sensitive = key in KEYS and KEYS[key].sensitive
+            sensitive = is_password(key)
             if sensitive:
                 found = [(n, None, s) for n, _v, s in found]
             value, source = (
@@ -312,14 +408,14 @@ class DynamicBrokerConfig:
                 {
                     "name": key,
                     "value": value,
-                    "read_only": key not in DYNAMIC,
+                    "read_only": not is_dynamic(key),
                     "config_source": int(source),
                     "is_sensitive": sensitive,
                     "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in found]
                     if synonyms
                     else [],
-                    "config_type": int(_config_type(key)),
-                    "documentation": KEYS[key].doc if key in KEYS else None,
+                    "config_type": int(_config_type(_base(key))),
+                    "documentation": KEYS[_base(key)].doc if _base(key) in KEYS else None,
                 }
             )
         return rows

@@ -26,6 +26,7 @@ from ..metrics.registry import BrokerMetrics
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
+from ..replica.isr_propagation import IsrChangePropagation
 from ..replica.manager import ReplicaManager
 from ..replica.partition import Partition
 from ..replica.selector import selector_for
@@ -38,8 +39,9 @@ from .apis import SUPPORTED, KafkaApis
 from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
 from .config import BrokerConfig, parse_listener
-from .connection_quotas import ConnectionQuotas, RequestMemoryPool
-from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from .connection_quotas import ConnectionQuotas, CreationRates, RequestMemoryPool
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, is_password, listener_rates
+from .dynamic_listener import ListenerSslUpdater
 from .fetch_session import FetchSessionCache
 from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
@@ -48,6 +50,8 @@ from .network import SocketServer
 from .quotas import QuotaConfigSync
 
 log = logging.getLogger(__name__)
+# one ControlledShutdown attempt: Kafka's controller.socket.timeout.ms default (30 s)
+CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S = 30.0
 
 
 class KafkaServer:
@@ -71,6 +75,8 @@ class KafkaServer:
         self.cluster_sync: ClusterSync | None = None
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.zk, config.broker_id)
+        self.isr_changes = IsrChangePropagation(self.zk.notify_isr_change)
+        self._isr_propagation: asyncio.Task | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.quotas = ClientQuotaManager(
@@ -93,6 +99,10 @@ class KafkaServer:
         self.credential_cache = CredentialCache()  # SCRAM users, from /config/users
         self.listener_security = listener_securities(config, self.credential_cache)
         self.inter_broker_security = inter_broker_security(config)
+        self.listener_ssl = ListenerSslUpdater(config, self.listener_security)
+        self.sockets.quotas.creation = CreationRates(
+            config["quota.window.num"], config["quota.window.size.seconds"] * 1000
+        )
         # KIP-227, for followers and consumers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.bound_ports: list[int] = []
@@ -153,7 +163,7 @@ class KafkaServer:
         if part.state is st:
             st.isr, st.zk_version = list(new_isr), version
         part.pending_isr = None
-        await asyncio.to_thread(self.zk.notify_isr_change, [(part.topic, part.index)])
+        self.isr_changes.record(part.topic, part.index)  # told to the controller in batches
         return True
 
     # -- metadata from the controller ----------------------------------------------------
@@ -176,7 +186,10 @@ class KafkaServer:
         if self.dynamic.update(entity, config):
             log.info(
                 "dynamic broker config now: broker %s, cluster default %s",
-                self.dynamic.per_broker,
+                {
+                    k: "[hidden]" if is_password(k) else v
+                    for k, v in self.dynamic.per_broker.items()
+                },
                 self.dynamic.default,
             )
             self._apply_dynamic()
@@ -199,6 +212,13 @@ class KafkaServer:
             dyn.value("max.connections.per.ip"),
             dyn.value("max.connections.per.ip.overrides"),
         )
+        self.listener_ssl.apply(dyn.per_broker)
+        endpoints = self.config.endpoints
+        self.sockets.quotas.creation.reconfigure(
+            dyn.value("max.connection.creation.rate"),
+            listener_rates(dyn.merged()),
+            endpoints.inter_broker if len(endpoints.bind) > 1 else None,
+        )
         if self.logs is None or self.replicas is None:
             return
         self.logs.default_config = self.default_log_config
@@ -206,6 +226,7 @@ class KafkaServer:
         self.logs.cleaner.dedupe_buffer_size = dyn.value("log.cleaner.dedupe.buffer.size")
         self.logs.cleaner.io_max_bytes_per_second = dyn.value("log.cleaner.io.max.bytes.per.second")
         self.logs.recovery_threads = max(1, dyn.value("num.recovery.threads.per.data.dir"))
+        self.fetchers.resize(dyn.value("num.replica.fetchers"))
         for key, quota in (
             ("leader.replication.throttled.rate", self.replicas.leader_quota),
             ("follower.replication.throttled.rate", self.replicas.follower_quota),
@@ -320,6 +341,7 @@ class KafkaServer:
         )
         self.zk.keep_registered(info)
         self.controller.start()
+        self._isr_propagation = asyncio.ensure_future(self.isr_changes.run())
         self.heap.freeze()  # what start-up made lives as long as the broker
         log.info(
             "broker %d started in %.2fs (cluster id %s, %d partition logs)",
@@ -381,8 +403,10 @@ class KafkaServer:
         retries = self.config["controlled.shutdown.max.retries"]
         backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
         for attempt in range(1, retries + 1):
-            try:
-                remaining = await self._request_controlled_shutdown()
+            try:  # a busy controller must not hold the shutdown: each attempt is bounded
+                remaining = await asyncio.wait_for(
+                    self._request_controlled_shutdown(), CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S
+                )
             except Exception as exc:  # noqa: BLE001 - the controller may be moving: retry
                 log.info("controlled shutdown attempt failed (%r); retrying", exc)
                 remaining = None
@@ -419,7 +443,12 @@ class KafkaServer:
         )
         await conn.connect()
         try:
-            resp = await conn.request(7, 3, {"broker_id": self.config.broker_id}, timeout_s=15)
+            resp = await conn.request(
+                7,
+                3,
+                {"broker_id": self.config.broker_id},
+                timeout_s=CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S,
+            )
         finally:
             await conn.close()
         if resp.error_code != ErrorCode.none:
@@ -460,6 +489,11 @@ class KafkaServer:
             await self.txn_markers.close()
         await self.fetchers.shutdown()
         await self.sockets.close()
+        for security in self.listener_security.values():
+            security.close()
+        if self._isr_propagation is not None:
+            self._isr_propagation.cancel()
+            await self.isr_changes.maybe_propagate(force=True)
         if self.metrics_server is not None:
             self.metrics.loop.stop()
             await self.metrics_server.close()

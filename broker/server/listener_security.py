@@ -6,8 +6,12 @@ and the JAAS login module of a mechanism only that way:
 ``listener.name.sasl_ssl.plain.sasl.jaas.config=...PlainLoginModule required
 user_alice="alice-secret";``. PLAIN's users come from that config; SCRAM's from
 ZooKeeper (``/config/users/<user>``, through the CredentialCache). Start-up is refused,
-naming the key, for a mechanism Quill lacks (GSSAPI, OAUTHBEARER), PLAIN without a JAAS
-config, a TLS listener without a PEM keystore, and an unknown ``listener.name.*`` key.
+naming the key, for a mechanism Quill lacks (GSSAPI), PLAIN without a JAAS config, a TLS
+listener without a PEM keystore, and an unknown ``listener.name.*`` key.
+OAUTHBEARER (``oauthbearer_listener.py``) validates unsecured JWTs (the JAAS options of
+``listener.name.<listener>.oauthbearer.sasl.jaas.config``) or, with Kafka's
+OAuthBearerValidatorCallbackHandler as the listener's
+``oauthbearer.sasl.server.callback.handler.class``, signed ones against a JWKS.
 ``connections.max.reauth.ms`` (KIP-368) may be set per listener and per mechanism:
 ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms`` wins over
 ``listener.name.<listener>.connections.max.reauth.ms``, which wins over the broker's.
@@ -22,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from ..client.oauthbearer import OAuthConfigError, UnsecuredLogin
 from ..client.security import ClientSecurity
 from ..security.authenticator import SaslServerAuthenticator
 from ..security.credential_cache import CredentialCache
 from ..security.jaas import JaasConfig, parse_jaas_config
+from ..security.oauthbearer import OAuthBearerServer, TokenValidator
 from ..security.principal import KafkaPrincipal
 from ..security.principal_mapping import SslPrincipalMapper
 from ..security.reauth import SaslSession, SaslStats
@@ -34,6 +40,7 @@ from ..security.sasl_scram import ScramServer
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from ..security.ssl_factory import SslConfigError, broker_client_context, server_context
 from .config_keys import KEYS, ConfigError
+from .oauthbearer_listener import UNSECURED_HANDLER, oauth_validator
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -41,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 #: keys a listener may override with listener.name.<listener>.<key>
 LISTENER_KEYS = {
     k
@@ -50,32 +57,40 @@ LISTENER_KEYS = {
 }
 JAAS_SUFFIX = ".sasl.jaas.config"
 REAUTH_KEY = "connections.max.reauth.ms"
+HANDLER_KEY = "sasl.server.callback.handler.class"
+#: keys a listener may set for one mechanism: listener.name.<listener>.<mechanism>.<key>
+MECHANISM_KEYS = {
+    JAAS_SUFFIX[1:],
+    REAUTH_KEY,
+    HANDLER_KEY,
+    *(k for k in KEYS if k.startswith("sasl.oauthbearer.")),
+}
 
 
-def _prefix(listener: str) -> str:
+def listener_prefix(listener: str) -> str:
     return f"listener.name.{listener.lower()}."
 
 
 def listener_value(cfg: BrokerConfig, listener: str, key: str) -> Any:
     """The listener's own value of ``key`` if set, else the broker-wide one."""
-    raw = cfg.raw.get(_prefix(listener) + key)
+    raw = cfg.raw.get(listener_prefix(listener) + key)
     if raw is None:
         return cfg[key]
     try:
         return KEYS[key].parse(raw)
     except (ValueError, TypeError) as exc:
         raise ConfigError(
-            f"Invalid value {raw!r} for configuration {_prefix(listener)}{key}: {exc}"
+            f"Invalid value {raw!r} for configuration {listener_prefix(listener)}{key}: {exc}"
         ) from None
 
 
-def _ssl_settings(cfg: BrokerConfig, listener: str) -> dict[str, Any]:
+def listener_ssl_settings(cfg: BrokerConfig, listener: str) -> dict[str, Any]:
     """The listener's ``ssl.*`` values (its own where set, else the broker's)."""
     return {k: listener_value(cfg, listener, k) for k in LISTENER_KEYS if k.startswith("ssl.")}
 
 
 def jaas_config(cfg: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
-    key = f"{_prefix(listener)}{mechanism.lower()}{JAAS_SUFFIX}"
+    key = f"{listener_prefix(listener)}{mechanism.lower()}{JAAS_SUFFIX}"
     text = cfg.raw.get(key)
     if text is None:
         return None
@@ -95,10 +110,13 @@ class ListenerSasl:
     credentials: CredentialCache
     reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> its value
     stats: SaslStats = field(default_factory=SaslStats)
+    oauth: TokenValidator | None = None  # OAUTHBEARER's token validator
 
     def server(self, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism == "OAUTHBEARER":
+            return OAuthBearerServer(self.oauth)
         return ScramServer(mechanism, self.credentials)
 
     def max_reauth_ms(self, mechanism: str) -> int:
@@ -127,6 +145,11 @@ class ListenerSecurity:
             return None
         return SaslServerAuthenticator(self.sasl, api_versions, conn.peer, self.name, previous)
 
+    def close(self) -> None:
+        """Stop the listener's background work (OAUTHBEARER's JWKS refresh)."""
+        if self.sasl is not None and self.sasl.oauth is not None:
+            self.sasl.oauth.close()
+
     def ssl_principal(self, ssl_object: Any) -> KafkaPrincipal | None:
         """On an SSL listener: ``User:<mapped DN>`` of the client certificate, ANONYMOUS
         (None) without one. NoMatchingRule when no mapping rule takes the DN."""
@@ -145,10 +168,10 @@ def build_listener_security(
     protocol, name = endpoint.security_protocol, endpoint.name
     sec = ListenerSecurity(name, protocol)
     if protocol in ("SSL", "SASL_SSL"):
-        settings = _ssl_settings(cfg, name)
+        settings = listener_ssl_settings(cfg, name)
         try:
             sec.ssl_context = server_context(
-                settings, _prefix(name) if _has_prefixed(cfg, name) else ""
+                settings, listener_prefix(name) if _has_prefixed(cfg, name) else ""
             )
         except SslConfigError as exc:
             raise ConfigError(f"Listener {endpoint.uri}: {exc}") from None
@@ -173,36 +196,47 @@ def build_listener_security(
             if jaas is None:
                 raise ConfigError(
                     f"Listener {endpoint.uri} enables PLAIN but has no "
-                    f"{_prefix(name)}plain{JAAS_SUFFIX} (PlainLoginModule with user_<name>=...)"
+                    f"{listener_prefix(name)}plain{JAAS_SUFFIX} (PlainLoginModule with user_<name>=...)"
                 )
             users = jaas.plain_users()
-        reauth = {m: _max_reauth_ms(cfg, name, m) for m in enabled}
+        reauth = {m: mechanism_value(cfg, name, m, REAUTH_KEY) for m in enabled}
         sec.sasl = ListenerSasl(name, list(enabled), users, credentials, reauth)
+        if "OAUTHBEARER" in enabled:
+            sec.sasl.oauth = oauth_validator(
+                jaas_config(cfg, name, "OAUTHBEARER"),
+                cfg.raw.get(f"{listener_prefix(name)}oauthbearer.{HANDLER_KEY}"),
+                lambda key: mechanism_value(cfg, name, "OAUTHBEARER", key),
+                f"Listener {endpoint.uri}",
+            )
     return sec
 
 
-def _max_reauth_ms(cfg: BrokerConfig, listener: str, mechanism: str) -> int:
-    """KIP-368's connections.max.reauth.ms for one mechanism of a listener, as Kafka's
-    SaslChannelBuilder picks it: the mechanism's, the listener's, the broker's."""
+def mechanism_value(cfg: BrokerConfig, listener: str, mechanism: str, name: str) -> Any:
+    """A key's value for one mechanism of a listener, as Kafka's SaslChannelBuilder picks
+    it (KIP-368's connections.max.reauth.ms, OAUTHBEARER's sasl.oauthbearer.*): the
+    mechanism's, the listener's, the broker's."""
+    spec = KEYS[name]
     for key in (
-        f"{_prefix(listener)}{mechanism.lower()}.{REAUTH_KEY}",
-        _prefix(listener) + REAUTH_KEY,
+        f"{listener_prefix(listener)}{mechanism.lower()}.{name}",
+        listener_prefix(listener) + name,
     ):
         raw = cfg.raw.get(key)
         if raw is None:
             continue
         try:
-            value = KEYS[REAUTH_KEY].parse(raw)
+            value = spec.parse(raw)
         except ValueError:
-            value = -1
-        if value < 0:
-            raise ConfigError(f"Invalid value {raw!r} for configuration {key}: a number >= 0")
+            raise ConfigError(f"Invalid value {raw!r} for configuration {key}") from None
+        if spec.minimum is not None and value < spec.minimum:
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration {key}: a number >= {spec.minimum}"
+            )
         return value
-    return cfg[REAUTH_KEY]
+    return cfg[name]
 
 
 def _has_prefixed(cfg: BrokerConfig, listener: str) -> bool:
-    return any(k.startswith(_prefix(listener)) for k in cfg.raw)
+    return any(k.startswith(listener_prefix(listener)) for k in cfg.raw)
 
 
 def check_security(cfg: BrokerConfig) -> None:
@@ -213,14 +247,19 @@ def check_security(cfg: BrokerConfig) -> None:
         rest = key[len("listener.name.") :]
         listener, _, sub = rest.partition(".")
         ok = listener in names and (
-            sub in LISTENER_KEYS or sub == REAUTH_KEY or _mechanism_key(sub) in SUPPORTED_MECHANISMS
+            sub in LISTENER_KEYS
+            or sub in (REAUTH_KEY, "max.connection.creation.rate")
+            or _mechanism_key(sub) in SUPPORTED_MECHANISMS
         )
+        if ok and sub.partition(".")[2] in MECHANISM_KEYS - {JAAS_SUFFIX[1:], REAUTH_KEY}:
+            ok = _mechanism_key(sub) == "OAUTHBEARER"  # its handler and sasl.oauthbearer.*
         if not ok:
             raise ConfigError(
                 f"Unsupported configuration {key}: Quill takes listener.name.<listener>.<key> "
                 f"for a listener in listeners ({', '.join(sorted(names))}) and the ssl.*/sasl.* "
                 f"keys, {REAUTH_KEY}, or <mechanism>.sasl.jaas.config and "
-                f"<mechanism>.{REAUTH_KEY}"
+                f"<mechanism>.{REAUTH_KEY} (and OAUTHBEARER's oauthbearer.{HANDLER_KEY} and "
+                "oauthbearer.sasl.oauthbearer.*)"
             )
     securities = listener_securities(cfg, CredentialCache())
     inter = next(e for e in cfg.endpoints.advertised if e.name == cfg.endpoints.inter_broker)
@@ -233,22 +272,48 @@ def check_security(cfg: BrokerConfig) -> None:
                 f"inter-broker listener {inter.name} (sasl.enabled.mechanisms="
                 f"{','.join(enabled)})"
             )
+        if mechanism == "OAUTHBEARER":
+            _check_oauth_inter_broker(cfg, inter.name)
+            return
         jaas = jaas_config(cfg, inter.name, mechanism)
         if jaas is None or not jaas.username or jaas.password is None:
             raise ConfigError(
                 f"the inter-broker listener {inter.name} uses SASL {mechanism}: "
-                f"{_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
+                f"{listener_prefix(inter.name)}{mechanism.lower()}{JAAS_SUFFIX} must give the broker's "
                 'own username="..." password="..."'
             )
 
 
+def _check_oauth_inter_broker(cfg: BrokerConfig, listener: str) -> None:
+    """Brokers talk OAUTHBEARER with unsecured tokens from the listener's JAAS options
+    (Kafka's unsecuredLoginStringClaim_sub=...), so that listener must take them."""
+    if cfg.raw.get(f"{listener_prefix(listener)}oauthbearer.{HANDLER_KEY}", "").strip() not in (
+        "",
+        UNSECURED_HANDLER,
+    ):
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol=OAUTHBEARER: the inter-broker listener "
+            f"{listener} validates OIDC tokens, and a broker can only make unsecured ones"
+        )
+    try:
+        _inter_broker_login(cfg, listener)
+    except OAuthConfigError as exc:
+        raise ConfigError(
+            f"the inter-broker listener {listener} uses SASL OAUTHBEARER: "
+            f"{listener_prefix(listener)}oauthbearer{JAAS_SUFFIX}: {exc}"
+        ) from None
+
+
+def _inter_broker_login(cfg: BrokerConfig, listener: str) -> UnsecuredLogin:
+    jaas = jaas_config(cfg, listener, "OAUTHBEARER")
+    return UnsecuredLogin.from_jaas(jaas.options if jaas is not None else {})
+
+
 def _mechanism_key(sub: str) -> str | None:
-    """The mechanism of a ``<mechanism>.sasl.jaas.config`` or
-    ``<mechanism>.connections.max.reauth.ms`` listener key, upper-cased; else None."""
-    for suffix in (JAAS_SUFFIX, "." + REAUTH_KEY):
-        if sub.endswith(suffix):
-            return sub[: -len(suffix)].upper()
-    return None
+    """The mechanism of a ``<mechanism>.<key>`` listener key (``<key>`` one of
+    MECHANISM_KEYS), upper-cased; else None."""
+    mechanism, _, key = sub.partition(".")
+    return mechanism.upper() if key in MECHANISM_KEYS else None
 
 
 def listener_securities(
@@ -266,14 +331,17 @@ def inter_broker_security(cfg: BrokerConfig) -> ClientSecurity:
     protocol = next(e for e in cfg.endpoints.advertised if e.name == name).security_protocol
     context = None
     if protocol in ("SSL", "SASL_SSL"):
-        settings = _ssl_settings(cfg, name)
+        settings = listener_ssl_settings(cfg, name)
         try:
-            context = broker_client_context(settings, _prefix(name))
+            context = broker_client_context(settings, listener_prefix(name))
         except SslConfigError as exc:
             raise ConfigError(f"inter-broker listener {name}: {exc}") from None
     if not protocol.startswith("SASL"):
         return ClientSecurity(protocol, context=context)
     mechanism = cfg["sasl.mechanism.inter.broker.protocol"]
+    if mechanism == "OAUTHBEARER":
+        login = _inter_broker_login(cfg, name)
+        return ClientSecurity(protocol, mechanism, context=context, oauthbearer=login).check()
     jaas = jaas_config(cfg, name, mechanism)
     return ClientSecurity(
         protocol, mechanism, jaas.username, jaas.password, context=context

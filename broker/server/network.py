@@ -572,6 +572,9 @@ class SocketServer:
                 await asyncio.sleep(0.1)
                 continue
             ip = addr[0].removeprefix("::ffff:")  # IPv4 on a dual-stack socket
+            delay_ms = self.quotas.creation.record(listener, time.monotonic() * 1000)
+            if delay_ms > 0:  # KIP-612: over a connection creation rate, the acceptor waits
+                await asyncio.sleep(delay_ms / 1000)
             refused = self.quotas.admit(ip)
             if refused is not None:
                 log.info("rejected connection from %s: %s", ip, refused)

@@ -374,10 +374,34 @@ class KafkaZkClient:
         return stat.version
 
     def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
+        """One /isr_change_notification/isr_change_<seq> naming ``partitions``."""
         path = f"{IsrChangeNotificationZNode.path}/{IsrChangeNotificationZNode.prefix}"
         self.zk.create(
             path, IsrChangeNotificationZNode.encode(partitions), sequence=True, makepath=True
         )
+
+    def read_isr_change_notifications(self, children: list[str]) -> set[tuple[str, int]]:
+        """The union of the partitions the notifications ``children`` name (pipelined
+        reads; one gone already or unreadable is skipped)."""
+        base = IsrChangeNotificationZNode.path
+        pending = [(c, self.zk.get_async(f"{base}/{c}")) for c in children]
+        keys: set[tuple[str, int]] = set()
+        for child, result in pending:
+            try:
+                keys |= IsrChangeNotificationZNode.decode(result.get()[0])
+            except NoNodeError:
+                continue
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring malformed ISR change notification %s/%s", base, child)
+        return keys
+
+    def delete_isr_change_notifications(self, children: list[str]) -> None:
+        base = IsrChangeNotificationZNode.path
+        for result in [self.zk.delete_async(f"{base}/{c}") for c in children]:
+            try:
+                result.get()
+            except NoNodeError:
+                pass
 
     def notify_log_dir_failure(self, broker_id: int) -> None:
         """/log_dir_event_notification/log_dir_event_<seq>: a log dir of ours is offline."""

@@ -479,6 +479,10 @@ class IsrChangeNotificationZNode:
             {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
         )
 
+    @staticmethod
+    def decode(data: bytes) -> set[tuple[str, int]]:
+        return {(p["topic"], int(p["partition"])) for p in json.loads(data)["partitions"]}
+
 
 class LogDirEventNotificationZNode:
     """A broker's log dir went offline (Kafka's LogDirEventNotificationZNode); the

@@ -50,13 +50,23 @@ class AlertEvent(models.Model):
     lag_ms = models.BigIntegerField(null=True, blank=True)
     partitions = models.JSONField(default=list)
     reason = models.TextField(blank=True)
-    delivered = models.JSONField(default=dict)  # {"webhook": "HTTP 200" | error, "email": ...}
+    # {"webhook": "HTTP 200" | "failed: ...", "email": ...}; the detail is for admins
+    delivered = models.JSONField(default=dict)
     at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-at", "-id"]
 
-    def as_dict(self) -> dict:
+    @property
+    def summary(self) -> dict:
+        """What every role may see of the deliveries: delivered or failed. The detail
+        (HTTP status, error) can map the network behind the worker: admins only."""
+        return {
+            k: "delivered" if str(v).startswith("HTTP 2") or v == "sent" else "failed"
+            for k, v in (self.delivered or {}).items()
+        }
+
+    def as_dict(self, detail: bool = False) -> dict:
         return {
             "id": self.id,
             "rule": self.rule_id,
@@ -67,6 +77,6 @@ class AlertEvent(models.Model):
             "lag_ms": self.lag_ms,
             "partitions": self.partitions,
             "reason": self.reason,
-            "delivered": self.delivered,
+            "delivered": self.delivered if detail else self.summary,
             "at": self.at.isoformat(),
         }

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
 from console.alerts.models import STATUSES, AlertEvent, AlertRule
+from console.alerts.webhook import WebhookRefused
+from console.alerts.webhook import check as check_webhook
 from console.errors import NotFound, OpError
 from console.ops import Actor
 from console.roles import OPERATOR
@@ -26,8 +26,13 @@ def create(actor: Actor, body: dict) -> dict:
     if not statuses and max_lag_ms is None:
         raise OpError("Say when the rule fires: statuses, max_lag_ms or both.", "statuses")
     webhook = (body.get("webhook_url") or "").strip()
-    if webhook and urlparse(webhook).scheme not in ("http", "https"):
-        raise OpError("webhook_url must be an http(s) URL.", "webhook_url")
+    if len(webhook) > AlertRule._meta.get_field("webhook_url").max_length:
+        raise OpError("webhook_url is at most 500 characters.", "webhook_url")
+    if webhook:
+        try:
+            check_webhook(webhook)
+        except WebhookRefused as exc:
+            raise OpError(str(exc), "webhook_url") from None
     emails = [e.strip() for e in body.get("emails") or [] if e.strip()]
     if any("@" not in e for e in emails):
         raise OpError("emails must be e-mail addresses.", "emails")

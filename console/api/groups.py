@@ -1,11 +1,14 @@
 """/api/groups: list, detail with lag and status, offset reset (dry run by default),
-delete."""
+delete. A group id may hold any character, '/' too ({kname:...}, console.converters):
+`/lag` and `/reset` at the end of a path are this API's, so the detail of a group whose
+id itself ends in "/lag" is read from the list."""
 
 from __future__ import annotations
 
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from console import converters  # noqa: F401 - registers {kname:...}
 from console.api.common import actor, viewer
 from console.live import history
 from console.ops import groups as group_ops
@@ -34,20 +37,14 @@ def list_groups(request):
     return group_ops.summaries()
 
 
-@router.get("/{group_id}", summary="Members, per-partition committed offset, lag, lag in time")
-def get_group(request, group_id: str):
-    viewer(request)
-    return _plain(group_ops.detail(group_id))
-
-
-@router.get("/{group_id}/lag", summary="Lag over the last hour: [[ts, lag, lag_ms], ...]")
+@router.get("/{kname:group_id}/lag", summary="Lag over the last hour: [[ts, lag, lag_ms], ...]")
 def get_lag(request, group_id: str, seconds: int = 3600):
     viewer(request)
     seconds = validation.whole(seconds, "seconds", 1, history.LAG_KEEP, "Seconds")
     return history.lag_series(group_id, seconds)
 
 
-@router.post("/{group_id}/reset", summary="Reset offsets; dry_run (default) only previews")
+@router.post("/{kname:group_id}/reset", summary="Reset offsets; dry_run (default) only previews")
 def reset(request, group_id: str, body: ResetIn):
     return group_ops.reset(
         actor(request),
@@ -60,7 +57,15 @@ def reset(request, group_id: str, body: ResetIn):
     )
 
 
-@router.delete("/{group_id}", response={204: None}, summary="Delete an empty group (admin)")
+@router.get(
+    "/{kname:group_id}", summary="Members, per-partition committed offset, lag, lag in time"
+)
+def get_group(request, group_id: str):
+    viewer(request)
+    return _plain(group_ops.detail(group_id))
+
+
+@router.delete("/{kname:group_id}", response={204: None}, summary="Delete an empty group (admin)")
 def delete_group(request, group_id: str):
     group_ops.delete(actor(request), group_id)
     return Status(204, None)

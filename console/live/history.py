@@ -9,6 +9,8 @@ import time
 import redis
 from django.conf import settings
 
+from console.cluster import redact
+
 EVENTS = "quill:events"
 EVENTS_KEEP = 5000
 LAG_KEEP = 3600  # one hour of 1 s samples
@@ -71,6 +73,7 @@ def events(limit: int = 200, topic: str = "", kinds: tuple = ()) -> list[dict]:
     out = []
     for item in raw:
         event = json.loads(item)
+        event["text"] = redact.text(event.get("text", ""))
         if topic and event.get("topic") != topic:
             continue
         if kinds and event.get("kind") not in kinds:

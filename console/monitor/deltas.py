@@ -6,7 +6,10 @@ put on cells (see templates/console/*.html)."""
 
 from __future__ import annotations
 
+from django.utils.html import escape
+
 from console import fmt
+from console.cluster import redact
 from console.live.groups import topic_sub
 
 Deltas = dict[str, dict]  # subscription -> {"set": {...}, "events": [...], "refresh": bool}
@@ -38,22 +41,32 @@ def event(change: dict, kind: str, level: str, text: str, **more) -> dict:
     return {"ts": change["ts"], "kind": kind, "level": level, "text": text, **more}
 
 
-def replicas_html(replicas: list[int], isr: list[int], leader: int) -> str:
+def replica_spans(replicas: list[int], isr: list[int], leader: int) -> list[list[str]]:
+    """The replica badges of a partition: [[broker id, class], ...]."""
     spans = []
     for b in replicas:
-        cls = "in" if b in isr else "out"
+        cls = "rep in" if b in isr else "rep out"
         if b == leader:
             cls += " lead"
-        spans.append(f'<span class="rep {cls}">{b}</span>')
-    return "".join(spans)
+        spans.append([str(b), cls])
+    return spans
 
 
-def state_html(leader: int, live: set, isr: list, replicas: list) -> str:
+def state_spans(leader: int, live: set, isr: list, replicas: list) -> list[list[str]]:
     if leader not in live:
-        return '<span class="pill err">offline</span>'
+        return [["offline", "pill err"]]
     if len(isr) < len(replicas):
-        return '<span class="pill warn">under-replicated</span>'
-    return '<span class="pill ok">ok</span>'
+        return [["under-replicated", "pill warn"]]
+    return [["ok", "pill ok"]]
+
+
+def spans_html(spans: list[list[str]]) -> str:
+    """The same badges for the page's first render (console.js builds them from a delta)."""
+    return "".join(f'<span class="{escape(c)}">{escape(t)}</span>' for t, c in spans)
+
+
+def replicas_html(replicas: list[int], isr: list[int], leader: int) -> str:
+    return spans_html(replica_spans(replicas, isr, leader))
 
 
 def partition_change(change: dict, live: set) -> tuple[list[dict], Deltas]:
@@ -120,8 +133,8 @@ def partition_change(change: dict, live: set) -> tuple[list[dict], Deltas]:
     add(deltas, sub, f"{base}:leader", fmt.cell(str(leader) if leader >= 0 else "none", leader))
     add(deltas, sub, f"{base}:epoch", fmt.cell(str(new["leader_epoch"]), new["leader_epoch"]))
     add(deltas, sub, f"{base}:isr", fmt.cell(fmt.ids(new["isr"])))
-    add(deltas, sub, f"{base}:replicas", {"h": replicas_html(replicas, new["isr"], leader)})
-    add(deltas, sub, f"{base}:state", {"h": state_html(leader, live, new["isr"], replicas)})
+    add(deltas, sub, f"{base}:replicas", {"s": replica_spans(replicas, new["isr"], leader)})
+    add(deltas, sub, f"{base}:state", {"s": state_spans(leader, live, new["isr"], replicas)})
     for e in events:
         add(deltas, sub, event=e)
         add(deltas, "cluster", event=e)
@@ -151,9 +164,9 @@ def controller_change(change: dict) -> tuple[list[dict], Deltas]:
     old, new = change["old"], change["new"]
     add(deltas, "cluster", "c:controller", fmt.cell(str(new) if new is not None else "none"))
     if old is not None:
-        add(deltas, "cluster", f"b:{old}:ctl", {"h": ""})
+        add(deltas, "cluster", f"b:{old}:ctl", {"s": []})
     if new is not None:
-        add(deltas, "cluster", f"b:{new}:ctl", {"h": '<span class="pill muted">controller</span>'})
+        add(deltas, "cluster", f"b:{new}:ctl", {"s": [["controller", "pill muted"]]})
     if change.get("initial"):
         return [], deltas
     text = (
@@ -189,7 +202,8 @@ def topic_change(change: dict) -> tuple[list[dict], Deltas]:
 def config_change(change: dict) -> tuple[list[dict], Deltas]:
     deltas: Deltas = {}
     entity = change["entity"]
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(change["config"].items())) or "defaults"
+    config = redact.config(change["config"]) or {}
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "defaults"
     e = event(change, "config_change", "muted", f"config of {entity}: {shown}")
     if entity.startswith("topics/"):
         t = entity.split("/", 1)[1]

@@ -30,6 +30,7 @@ from broker.zk.znodes import (
     TopicZNode,
 )
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode as ConfigChanges
+from console.cluster import redact
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,8 @@ class ClusterWatcher:
                 config = ConfigEntityZNode.decode(self.zk.get(ConfigEntityZNode.entity(entity))[0])
             except NoNodeError:
                 config = {}
-            self._emit("config_change", entity=entity, config=config)
+            # SCRAM credentials never leave the monitor: mechanisms and iterations only
+            self._emit("config_change", entity=entity, config=redact.config(config))
 
     def _emit(self, kind: str, **fields) -> None:
         try:

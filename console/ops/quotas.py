@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import quote, unquote
 
 from broker.zk.znodes import ConfigEntityZNode
-from console.cluster import zk
+from console.cluster import redact, zk
 from console.errors import NotFound, OpError
 from console.ops import Actor, validation
 from console.roles import OPERATOR
@@ -51,19 +51,20 @@ def list_all() -> list[dict]:
     data = zk.get_many([ConfigEntityZNode.entity(p) for p in paths])
     rows = []
     for p in paths:
-        quotas = {
-            k: v
-            for k, v in ConfigEntityZNode.decode(data[ConfigEntityZNode.entity(p)]).items()
-            if k in validation.QUOTA_KEYS
-        }
+        quotas = _quotas(ConfigEntityZNode.decode(data[ConfigEntityZNode.entity(p)]))
         if quotas:
             rows.append(_row(p, quotas))
     return sorted(rows, key=lambda r: (r["user"] is None, r["user"] or "", r["client"] or ""))
 
 
+def _quotas(config: dict) -> dict:
+    """The quota keys of an entity config (a user's also holds its SCRAM credentials)."""
+    return {k: v for k, v in config.items() if k in validation.QUOTA_KEYS}
+
+
 def get(user: str | None, client: str | None) -> dict:
     path = entity_path(user, client)
-    return _row(path, zk.entity_config(path))
+    return _row(path, _quotas(zk.entity_config(path)))
 
 
 def set_quotas(actor: Actor, user: str | None, client: str | None, values: dict) -> dict:
@@ -75,8 +76,8 @@ def set_quotas(actor: Actor, user: str | None, client: str | None, values: dict)
     others = {k: v for k, v in before.items() if k not in validation.QUOTA_KEYS}
     after = {**others, **clean}
     zk.set_entity_config(path, after)
-    actor.done("quota.set", f"quota:{path}", before or None, after)
-    return _row(path, after)
+    actor.done("quota.set", f"quota:{path}", redact.config(before) or None, redact.config(after))
+    return _row(path, clean)
 
 
 def delete(actor: Actor, user: str | None, client: str | None) -> None:
@@ -87,4 +88,4 @@ def delete(actor: Actor, user: str | None, client: str | None) -> None:
         raise NotFound(f"No quota is set for {path}.")
     after = {k: v for k, v in before.items() if k not in validation.QUOTA_KEYS}
     zk.set_entity_config(path, after)
-    actor.done("quota.delete", f"quota:{path}", before, after or None)
+    actor.done("quota.delete", f"quota:{path}", redact.config(before), redact.config(after) or None)

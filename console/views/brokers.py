@@ -3,8 +3,6 @@ once a second, see console/monitor/brokers.py)."""
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse
 
 from console.cluster import state
@@ -28,11 +26,11 @@ CHARTS = (  # (series name, title)
 CLUSTER_CHARTS = CHARTS[:5] + CHARTS[5:6]
 
 
-def chart_context(owner: int | str, prefix: str, charts=CHARTS) -> tuple[list[dict], str]:
+def chart_context(owner: int | str, prefix: str, charts=CHARTS) -> tuple[list[dict], dict]:
     """The charts of a page and their last hour, as the template and console.js want."""
     rows = [{"series": f"{prefix}:{name}", "title": title, "name": name} for name, title in charts]
     data = {r["series"]: history.broker_series(owner, r["name"]) for r in rows}
-    return rows, json.dumps(data)
+    return rows, data  # the template writes it with json_script
 
 
 @role_required(VIEWER)

@@ -3,8 +3,6 @@ and offset reset (dry run, then confirm)."""
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -49,7 +47,7 @@ def group_detail(
     context = {
         "group": group,
         "group_id": group_id,
-        "series": json.dumps(series),
+        "series": series,
         "plan": plan,
         "errors": errors or {},
         "form": request.POST if request.method == "POST" else {},

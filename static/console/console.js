@@ -61,6 +61,12 @@
     const th = e.target.closest("th[data-sort]");
     if (th) sortTable(th);
   });
+  // data-confirm on a form or a submit button asks before submitting (no inline
+  // handlers: the Content-Security-Policy allows scripts from /static/ only).
+  document.addEventListener("submit", (e) => {
+    const asking = (e.submitter && e.submitter.closest("[data-confirm]")) || e.target.closest("form[data-confirm]");
+    if (asking && !window.confirm(asking.dataset.confirm)) e.preventDefault();
+  });
   document.addEventListener("input", (e) => {
     if (e.target.matches("input[data-filter]")) applyFilter(e.target);
   });
@@ -76,12 +82,24 @@
     });
   }
 
+  // A cell of badges: {"s": [[text, class], ...]} becomes <span class>text</span>...,
+  // built with textContent (a delta is data, never markup).
+  function setSpans(el, spans) {
+    while (el.firstChild) el.removeChild(el.firstChild);
+    for (const [text, cls] of spans) {
+      const span = document.createElement("span");
+      span.className = String(cls);
+      span.textContent = String(text);
+      el.appendChild(span);
+    }
+  }
+
   function patch(key, cell) {
     const els = index.get(key);
     if (!els) return 0;
     for (const el of els) {
       const text = cell.t !== undefined ? String(cell.t) : el.textContent;
-      if (cell.h !== undefined) el.innerHTML = cell.h;
+      if (cell.s !== undefined) setSpans(el, cell.s);
       else if (el.textContent !== text) el.textContent = text;
       else if (cell.c === undefined) continue;
       if (cell.v !== undefined) el.dataset.v = cell.v;

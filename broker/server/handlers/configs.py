@@ -113,8 +113,11 @@ async def _alter_broker(
     level = server.dynamic.entity_of(entity)
     if level is not None:  # this broker's own level, or the cluster default
         server.dynamic.check_combined(level, new)
+    if level == "broker":  # its listeners' new keystores load (Kafka's reconfigure check)
+        await asyncio.to_thread(server.listener_ssl.contexts, new)
+    stored = dynamic_config.encode_passwords(new, server.dynamic.secret)
     if not validate_only:
-        await asyncio.to_thread(server.zk.set_entity_config, EntityType.BROKER, entity, new)
+        await asyncio.to_thread(server.zk.set_entity_config, EntityType.BROKER, entity, stored)
 
 
 async def handle_alter_configs(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
@@ -198,9 +201,10 @@ async def handle_incremental_alter_configs(
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate config keys in one resource")
             if r.resource_type == BROKER:
                 entity = _broker_entity(server, r.resource_name)
-                current = await asyncio.to_thread(
+                stored = await asyncio.to_thread(
                     server.zk.get_entity_config, EntityType.BROKER, entity
                 )
+                current = dynamic_config.decode_passwords(stored, server.dynamic.secret)
                 new = _apply_ops(current, r.configs, _broker_value, dynamic_config.is_list)
                 await _alter_broker(server, r.resource_name, new, req.validate_only)
             elif r.resource_type == TOPIC:
