@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.localstack import emit, local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
+from broker.zk.znodes import BrokerIdZNode, TopicPartitionStateZNode  # noqa: E402
 
 SESSION_MS = 6000
 
@@ -69,7 +70,7 @@ def kcat_produce(bootstrap: str, topic: str, records: int, size: int, acks: str)
 
 
 def _state(zk, topic: str, partition: int) -> dict:
-    return json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")[0])
+    return json.loads(zk.get(TopicPartitionStateZNode.path(topic, partition))[0])
 
 
 def failover(cluster, zk) -> dict:
@@ -104,7 +105,7 @@ def failover(cluster, zk) -> dict:
     )
     while not acked_at and time.perf_counter() - killed < 60:
         now = time.perf_counter()
-        if detected is None and zk.exists(f"/brokers/ids/{leader}") is None:
+        if detected is None and zk.exists(BrokerIdZNode.path(leader)) is None:
             detected = now
         if (
             detected is not None

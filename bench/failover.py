@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from bench.acks_all import export_tree  # noqa: E402
 from bench.localstack import emit, local_cluster  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
+from broker.zk.znodes import TopicPartitionStateZNode  # noqa: E402
 
 TOPIC = "failover"
 PARTITIONS = 6
@@ -95,14 +96,14 @@ class Load:
 def _leaders(zk) -> dict[int, int]:
     out = {}
     for p in range(PARTITIONS):
-        state = json.loads(zk.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state")[0])
+        state = json.loads(zk.get(TopicPartitionStateZNode.path(TOPIC, p))[0])
         out[p] = state["leader"]
     return out
 
 
 def _full_isr(zk) -> bool:
     for p in range(PARTITIONS):
-        state = json.loads(zk.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state")[0])
+        state = json.loads(zk.get(TopicPartitionStateZNode.path(TOPIC, p))[0])
         if len(state["isr"]) < 3:
             return False
     return True

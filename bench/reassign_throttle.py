@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.localstack import local_cluster  # noqa: E402
+from broker.zk.znodes import TopicZNode  # noqa: E402
 
 RECORD = 10_000
 
@@ -96,7 +97,7 @@ def run(mb: int, rate: int) -> dict:
         while True:
             copied = _size(target)
             samples.append((time.monotonic() - started, copied))
-            body = json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+            body = json.loads(zk.get(TopicZNode.path(topic))[0])
             if (
                 copied >= total
                 and body["partitions"]["0"] == [1, 2]

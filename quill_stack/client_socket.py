@@ -14,12 +14,12 @@ open a new socket (before the broker closes this one at its session's end).
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from collections.abc import Mapping
 
 from broker.client.sasl import AuthenticationFailed, authenticate
 from broker.client.security import ClientSecurity
+from broker.protocol.framing import FrameDecoder
 from broker.protocol.messages import (
     RequestHeader,
     build,
@@ -30,8 +30,6 @@ from broker.protocol.messages import (
 from quill_stack.client_security import client_security
 
 __all__ = ["AuthenticationFailed", "connect"]
-
-_SIZE = struct.Struct(">i")
 
 
 def connect(
@@ -72,17 +70,6 @@ def _run(coroutine):
     raise RuntimeError("the SASL exchange waited on something other than its socket")
 
 
-def _recv(sock: socket.socket, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise AuthenticationFailed("the broker closed the connection during authentication")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def _requester(sock: socket.socket):
     """broker.client.sasl's `request(api_key, version, body)`, as blocking calls."""
     ids = iter(range(1, 1 << 31))
@@ -91,8 +78,13 @@ def _requester(sock: socket.socket):
         cid = next(ids)
         header = RequestHeader(api_key, version, cid, "quill-client")
         sock.sendall(encode_request(header, build(request_schema(api_key, version), body)))
-        size = _SIZE.unpack(_recv(sock, 4))[0]
-        got, response = parse_response(api_key, version, _recv(sock, size))
+        try:
+            frame = FrameDecoder().pull(sock.recv)
+        except EOFError:
+            raise AuthenticationFailed(
+                "the broker closed the connection during authentication"
+            ) from None
+        got, response = parse_response(api_key, version, frame)
         if got != cid:
             raise AuthenticationFailed(f"correlation id {got} is not {cid}")
         return response

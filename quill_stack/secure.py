@@ -58,6 +58,7 @@ from broker.zk.security import (
     ZkCredentials,
     read_client_credentials,
 )
+from broker.zk.znodes import ConfigType
 from quill_stack.redis_auth import PASSWORD_FILE_ENV as REDIS_PASSWORD_FILE_ENV
 from quill_stack.state import write_private
 from quill_stack.tls import ensure_ca, ensure_server_cert
@@ -317,14 +318,14 @@ def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
     try:
         for user in USERS:
             secret = password(state_dir, user)
-            config = zk.get_entity_config("users", user)
+            config = zk.get_entity_config(ConfigType.USER, user)
             current = credentials_in(config).get(MECHANISM)
             if current is not None and current == ScramCredential.from_password(
                 MECHANISM, secret, current.iterations, current.salt
             ):
                 continue
             config[MECHANISM] = ScramCredential.from_password(MECHANISM, secret).to_config_value()
-            zk.set_entity_config("users", user, config)
+            zk.set_entity_config(ConfigType.USER, user, config)
             written.append(user)
     finally:
         zk.close()

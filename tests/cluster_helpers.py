@@ -4,9 +4,44 @@ cluster acknowledged, so the test can check afterwards that none of it was lost.
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+#: broker settings for cluster tests: a killed broker's session ends in 2 s
+FAST = {
+    "zookeeper.session.timeout.ms": "2000",
+    "replica.lag.time.max.ms": "2000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def partition_state(cluster, topic: str, partition: int) -> dict:
+    """The partition's state znode (leader, ISR, epochs) as the controller wrote it."""
+    zk = cluster.zk_client()
+    data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    return json.loads(data)
+
+
+def read_all(bootstrap, topic, partitions, timeout=60.0):
+    """partition -> (low, high, [(offset, value)]): every record between the watermarks."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "r", "enable.auto.commit": False}
+    )
+    out = {}
+    for p in range(partitions):
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        out[p] = (low, high, [])
+    consumer.assign([TopicPartition(topic, p, out[p][0]) for p in range(partitions)])
+    deadline = time.time() + timeout
+    while any(low + len(v) < high for low, high, v in out.values()) and time.time() < deadline:
+        for msg in consumer.consume(1000, 1.0):
+            assert not msg.error(), msg.error()
+            out[msg.partition()][2].append((msg.offset(), msg.value()))
+    consumer.close()
+    return out
 
 
 class BackgroundProducer(threading.Thread):

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from console.roles import ADMIN, OPERATOR, VIEWER, set_role
+from quill_stack.services import PROJECT_ROOT
+from tests.stack_helpers import create_admin  # noqa: F401 - its importers here
 
 ROLES = ("anonymous", "norole", VIEWER, OPERATOR, ADMIN)  # the permission matrix
 CHROMIUM = "/usr/bin/chromium"
@@ -107,6 +109,16 @@ def chromium_page(out_dir: Path):
         browser.close()
 
 
+OUT = PROJECT_ROOT / "test-output" / "console"  # the browser tests' screenshots
+
+
+@pytest.fixture(scope="module")
+def page(stack):
+    """A Chromium page for the module's ``stack`` (console up), its output in ``OUT``."""
+    with chromium_page(OUT) as pg:
+        yield pg
+
+
 # Group ids any Kafka client may choose: / ? # % space, unicode, route-like tails.
 ODD_GROUPS = ("a/b", "q?x", "h#1", "p%20c", "sp ace", "ünï-组", "x/reset", "y/")
 
@@ -129,24 +141,3 @@ def commit_group_offsets(bootstrap: str, groups, offset: int = 3) -> str:
         consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
         consumer.close()
     return topic
-
-
-def create_admin(state_dir) -> str:
-    """`manage.py createadmin` against the console's database in state_dir: the password."""
-    import re
-    import subprocess
-    import sys
-
-    from quill_stack import services
-    from quill_stack.process import child_env
-
-    spec = services.console_spec(state_dir, services.app_env(state_dir, "redis://x", "x", "x"), 1)
-    out = subprocess.run(
-        [sys.executable, "manage.py", "createadmin"],
-        cwd=services.PROJECT_ROOT,
-        env=child_env(spec),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return re.search(r"password: (\S+)", out).group(1)

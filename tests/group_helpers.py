@@ -5,12 +5,15 @@ owned by two members at once."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import defaultdict
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode as E
+
+from tests.wait_helpers import wait_until
+from tests.wire import WireClient
 
 # fast groups: no initial delay, short sessions (group.min.session.timeout.ms allows 1 s)
 GROUP_BROKER = {
@@ -110,14 +113,6 @@ def read_partition(
             position = msg.offset() + 1
     c.close()
     return out
-
-
-def wait_until(predicate, timeout: float = 60.0, interval: float = 0.1, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(interval)
 
 
 class Ownership:
@@ -226,3 +221,54 @@ def all_values(members) -> set[bytes]:
     for m in members:
         out.update(m.values)
     return out
+
+
+# -- group requests on the wire (tests.wire.WireClient) -------------------------------------
+def find(wire: WireClient, group: str, version: int = 3):
+    return wire.request(10, version, {"key": group, "key_type": 0})
+
+
+def commit(wire, group, topic, offsets, member="", generation=-1, metadata="", instance=None):
+    resp = wire.request(
+        8,
+        8,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": generation,
+            "member_id": member,
+            "group_instance_id": instance,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": o,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": metadata,
+                        }
+                        for p, o in offsets.items()
+                    ],
+                }
+            ],
+        },
+    )
+    return {p.partition_index: p.error_code for t in resp.topics for p in t.partitions}
+
+
+def fetched(wire, group, topic) -> dict[int, tuple[int, str]]:
+    resp = wire.request(
+        9,
+        8,
+        {
+            "groups": [
+                {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 2]}]}
+            ],
+            "require_stable": True,
+        },
+    )
+    g = resp.groups[0]
+    assert g.error_code == E.none
+    return {
+        p.partition_index: (p.committed_offset, p.metadata) for t in g.topics for p in t.partitions
+    }

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 from kazoo.exceptions import NoNodeError
 
 from broker.zk.znodes import ControllerZNode, TopicPartitionStateZNode, TopicZNode
-from tests.group_helpers import wait_until
+from tests.wait_helpers import wait_until
 
 
 def unique(prefix: str) -> str:

@@ -23,6 +23,7 @@ from quill_stack import ports, services
 from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT, PYTHON
 from quill_stack.state import owner_env
+from tests.wait_helpers import wait_until
 
 PASSWORD = "ops-" + uuid.uuid4().hex
 REDIS_DB = 7  # Celery queue and channel layer of these tests only
@@ -40,16 +41,6 @@ print(user.get_username(), ApiToken.issue(user, "tests")[1])
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def wait_until(predicate, timeout: float = 60.0, what: str = "condition", interval=0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @dataclass

@@ -4,11 +4,13 @@ command as a subprocess, and the supervisor's status.json."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from quill_stack import ports, state
+from quill_stack import ports, services, state
+from quill_stack.process import child_env
 from quill_stack.services import PROJECT_ROOT
 
 
@@ -44,3 +46,17 @@ def quill_stack(
 
 def service_entry(state_dir: Path, name: str) -> dict:
     return (state.read_status(state_dir) or {}).get("services", {}).get(name, {})
+
+
+def create_admin(state_dir) -> str:
+    """`manage.py createadmin` against the console's database in state_dir."""
+    spec = services.console_spec(state_dir, services.app_env(state_dir, "redis://x", "x", "x"), 1)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "createadmin"],
+        cwd=PROJECT_ROOT,
+        env=child_env(spec),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return re.search(r"password: (\S+)", out).group(1)

@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bench import machine_cpu
+from tests.wait_helpers import wait_until
 
 # Spins until it has used `cpu` seconds of CPU, says so in `marker`, then sleeps.
 _BUSY = (
@@ -20,13 +20,6 @@ _BUSY = (
     "pathlib.Path(marker).write_text('done')\n"
     "time.sleep(120)\n"
 )
-
-
-def _wait_for(path: Path, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
 
 
 def _orphan(cpu_s: float, marker: Path) -> int:
@@ -51,8 +44,8 @@ def test_a_process_outside_the_tree_counts_as_others_and_a_child_does_not(tmp_pa
     child = subprocess.Popen([sys.executable, "-c", _BUSY, "0.4", str(tmp_path / "child")])
     outsider = _orphan(0.6, tmp_path / "outsider")
     try:
-        _wait_for(tmp_path / "child")
-        _wait_for(tmp_path / "outsider")
+        wait_until((tmp_path / "child").exists, what="the child to start", interval=0.02)
+        wait_until((tmp_path / "outsider").exists, what="the outsider to start", interval=0.02)
         after = machine_cpu.snapshot()
     finally:
         child.kill()

@@ -16,6 +16,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import build_batch, decode_records
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 STORAGE_ERROR = ErrorCode.kafka_storage_error
@@ -96,7 +97,7 @@ def test_full_log_dir_refuses_produce_keeps_reads_and_other_dirs(cluster_factory
     filler.unlink()
     broker.start()
     w = WireClient.for_bootstrap(c.bootstrap)
-    _wait(lambda: w.list_offset(topic, small, -1).error_code == ErrorCode.none)
+    wait_until(lambda: w.list_offset(topic, small, -1).error_code == ErrorCode.none)
     assert _read_all(w, topic, small) == acked
     r = w.produce(topic, small, _batch(999, 1000))
     assert r.error_code == ErrorCode.none and r.base_offset == len(acked)
@@ -135,7 +136,7 @@ def test_write_error_takes_the_dir_offline_and_leadership_moves(cluster_factory,
     assert result.error_code == ErrorCode.none
     zk = c.zk_client()
     state_path = f"/brokers/topics/{topic}/partitions/0/state"
-    _wait(lambda: zk.exists(state_path) and len(_state(zk, state_path)["isr"]) == 2)
+    wait_until(lambda: zk.exists(state_path) and len(_state(zk, state_path)["isr"]) == 2)
     leader = WireClient.for_bootstrap(c.broker(1).address)
     acked = []
     for i in range(5):
@@ -154,7 +155,7 @@ def test_write_error_takes_the_dir_offline_and_leadership_moves(cluster_factory,
             break
     assert codes[-1] == STORAGE_ERROR, codes
     # the controller moved leadership to broker 2 and took broker 1 out of the ISR
-    _wait(lambda: _state(zk, state_path)["leader"] == 2)
+    wait_until(lambda: _state(zk, state_path)["leader"] == 2)
     assert _state(zk, state_path)["isr"] == [2]
     assert zk.get_children("/log_dir_event_notification") == []  # read and deleted
     assert leader.produce(topic, 0, _batch(99, 100)).error_code in (
@@ -164,7 +165,7 @@ def test_write_error_takes_the_dir_offline_and_leadership_moves(cluster_factory,
     assert c.broker(1).alive
     assert leader.request(18, 0, {}).error_code == ErrorCode.none  # still answering
     new_leader = WireClient.for_bootstrap(c.broker(2).address)
-    _wait(lambda: new_leader.produce(topic, 0, _batch(100, 100)).error_code == ErrorCode.none)
+    wait_until(lambda: new_leader.produce(topic, 0, _batch(100, 100)).error_code == ErrorCode.none)
     got = _read_all(new_leader, topic, 0)
     assert got[: len(acked)] == acked  # nothing acknowledged lost, no half batch
     assert set(got[len(acked) :]) <= {b"k100"}
@@ -174,10 +175,3 @@ def test_write_error_takes_the_dir_offline_and_leadership_moves(cluster_factory,
 
 def _state(zk, path: str) -> dict:
     return json.loads(zk.get(path)[0])
-
-
-def _wait(condition, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met"
-        time.sleep(0.2)

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.server.config import BrokerConfig, ConfigError
 from quill_stack import ports
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -58,17 +59,6 @@ def _brokers_seen(bootstrap: str) -> dict[int, tuple[str, int]]:
     return {b.id: (b.host, b.port) for b in meta.brokers.values()}
 
 
-def _wait(condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def test_registration_lists_both_listeners_as_kafka_writes_them(two_listeners, external_ports):
     zk = two_listeners.zk_client()
     for broker in two_listeners.brokers:
@@ -94,8 +84,8 @@ def test_each_client_is_told_the_addresses_of_its_own_listener(two_listeners, ex
     for broker in two_listeners.brokers:
         on_internal = f"127.0.0.1:{broker.port}"
         on_external = f"{EXTERNAL_HOST}:{external_ports[broker.id]}"
-        assert _wait(lambda a=on_internal: _brokers_seen(a) == internal, "internal") is True
-        assert _wait(lambda a=on_external: _brokers_seen(a) == external, "external") is True
+        assert wait_until(lambda a=on_internal: _brokers_seen(a) == internal, what="internal") is True
+        assert wait_until(lambda a=on_external: _brokers_seen(a) == external, what="external") is True
 
 
 def test_records_and_group_coordinator_through_the_external_listener(two_listeners, external_ports):

@@ -10,8 +10,8 @@ import pytest
 
 from broker.zk.znodes import ConfigEntityZNode
 from tests.cli_helpers import tool
-from tests.group_helpers import wait_until
 from tests.ops_helpers import assignment, create_topic, described, state
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.test_cluster_replication import FAST, _state, _wait
+from tests.cluster_helpers import FAST, partition_state
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -30,11 +31,15 @@ def _elect(admin, partitions, attempts: int = 3):
 
 def _move_leadership_off_preferred(cluster, topic):
     """Kill and restart the preferred leader of partition 0; return it."""
-    preferred = _state(cluster, topic, 0)["leader"]
+    preferred = partition_state(cluster, topic, 0)["leader"]
     cluster.broker(preferred).kill()
-    _wait(lambda: _state(cluster, topic, 0)["leader"] not in (-1, preferred), what="failover")
+    wait_until(
+        lambda: partition_state(cluster, topic, 0)["leader"] not in (-1, preferred), what="failover"
+    )
     cluster.broker(preferred).start()
-    _wait(lambda: preferred in _state(cluster, topic, 0)["isr"], what="preferred back in ISR")
+    wait_until(
+        lambda: preferred in partition_state(cluster, topic, 0)["isr"], what="preferred back in ISR"
+    )
     return preferred
 
 
@@ -42,8 +47,8 @@ def _topic(cluster, partitions=3):
     name = f"elect-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
-    _wait(
-        lambda: all(len(_state(cluster, name, p)["isr"]) == 3 for p in range(partitions)),
+    wait_until(
+        lambda: all(len(partition_state(cluster, name, p)["isr"]) == 3 for p in range(partitions)),
         what="ISR",
     )
     return name, admin
@@ -53,12 +58,12 @@ def test_elect_leaders_api_and_znode(cluster_factory):
     cluster = cluster_factory(3, **FAST, **{"auto.leader.rebalance.enable": "false"})
     topic, admin = _topic(cluster)
     preferred = _move_leadership_off_preferred(cluster, topic)
-    assert _state(cluster, topic, 0)["leader"] != preferred
+    assert partition_state(cluster, topic, 0)["leader"] != preferred
     result = _elect(admin, [TopicPartition(topic, 0), TopicPartition(topic, 1)])
     assert result[TopicPartition(topic, 0)] is None
     err = result[TopicPartition(topic, 1)]
     assert err is not None and err.name() == "ELECTION_NOT_NEEDED"
-    assert _state(cluster, topic, 0)["leader"] == preferred
+    assert partition_state(cluster, topic, 0)["leader"] == preferred
 
     preferred = _move_leadership_off_preferred(cluster, topic)
     zk = cluster.zk_client()
@@ -66,8 +71,11 @@ def test_elect_leaders_api_and_znode(cluster_factory):
         "/admin/preferred_replica_election",
         json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0}]}).encode(),
     )
-    _wait(lambda: _state(cluster, topic, 0)["leader"] == preferred, what="znode-driven election")
-    _wait(
+    wait_until(
+        lambda: partition_state(cluster, topic, 0)["leader"] == preferred,
+        what="znode-driven election",
+    )
+    wait_until(
         lambda: zk.exists("/admin/preferred_replica_election") is None, what="request znode removed"
     )
 
@@ -76,8 +84,8 @@ def test_auto_leader_rebalance(cluster_factory):
     cluster = cluster_factory(3, **FAST, **{"leader.imbalance.check.interval.seconds": "1"})
     topic, _admin = _topic(cluster, partitions=1)
     preferred = _move_leadership_off_preferred(cluster, topic)
-    _wait(
-        lambda: _state(cluster, topic, 0)["leader"] == preferred,
+    wait_until(
+        lambda: partition_state(cluster, topic, 0)["leader"] == preferred,
         timeout=30,
         what="automatic rebalance",
     )

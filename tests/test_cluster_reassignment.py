@@ -14,8 +14,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tests.cluster_helpers import BackgroundProducer
-from tests.test_cluster_replication import FAST, _read_all, _state, _wait
+from tests.cluster_helpers import FAST, BackgroundProducer, partition_state, read_all
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -69,7 +69,7 @@ def test_reassignment_while_producing(cluster_factory):
     assert code == ErrorCode.none and part.error_code == ErrorCode.none
     listing = w.request(46, 0, {"timeout": 30000, "topics": None})
     assert listing.error_code == ErrorCode.none
-    _wait(
+    wait_until(
         lambda: _assignment(cluster, topic)["partitions"]["0"] == [2, 3],
         timeout=60,
         what="reassignment to finish",
@@ -77,7 +77,7 @@ def test_reassignment_while_producing(cluster_factory):
     time.sleep(0.5)
     producer.stop(90)
     acked = producer.acked[0]
-    state = _state(cluster, topic, 0)
+    state = partition_state(cluster, topic, 0)
     assert state["leader"] in (2, 3) and sorted(state["isr"]) == [2, 3]
     assert (
         _assignment(cluster, topic)["adding_replicas"] == {}
@@ -85,11 +85,11 @@ def test_reassignment_while_producing(cluster_factory):
     )
     assert w.request(46, 0, {"timeout": 30000, "topics": None}).topics == ()
     w.close()
-    _wait(
+    wait_until(
         lambda: not (Path(cluster.broker(1).log_dir) / f"{topic}-0").exists(),
         what="broker 1 to drop its copy",
     )
-    low, high, values = _read_all(",".join(cluster.broker(b).address for b in (2, 3)), topic, 1)[0]
+    low, high, values = read_all(",".join(cluster.broker(b).address for b in (2, 3)), topic, 1)[0]
     stored = [v for _, v in values]
     assert len(stored) == len(set(stored)) and not set(acked) - set(stored)
     assert len(acked) > 100
@@ -118,12 +118,12 @@ def test_reassignment_by_znode_and_bad_requests(cluster_factory):
             {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]}]}
         ).encode(),
     )
-    _wait(
+    wait_until(
         lambda: _assignment(cluster, topic)["partitions"]["0"] == [3, 2],
         timeout=60,
         what="znode reassignment",
     )
-    _wait(
+    wait_until(
         lambda: cluster.zk_client().exists("/admin/reassign_partitions") is None,
         what="request znode removed",
     )
@@ -197,13 +197,13 @@ def test_reassignment_throttle_holds_the_rate(cluster_factory):
         )
         return entry is not None and entry.value == str(rate)
 
-    _wait(lambda: applied(1) and applied(2), timeout=60, what="the throttle on both brokers")
+    wait_until(lambda: applied(1) and applied(2), timeout=60, what="the throttle on both brokers")
     w = WireClient("127.0.0.1", _controller(cluster).port)
     started = time.monotonic()
     assert _reassign(w, topic, 0, [1, 2])[1].error_code == ErrorCode.none
     w.close()
     target = Path(cluster.broker(2).log_dir) / f"{topic}-0"
-    _wait(lambda: _dir_bytes(target) >= total, timeout=120, what="the new replica to catch up")
+    wait_until(lambda: _dir_bytes(target) >= total, timeout=120, what="the new replica to catch up")
     seconds = time.monotonic() - started
     measured = total / seconds
     print(

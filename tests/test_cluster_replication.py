@@ -14,61 +14,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import decode_records, scan_valid_prefix
-from tests.cluster_helpers import BackgroundProducer
+from tests.cluster_helpers import FAST, BackgroundProducer, partition_state, read_all
 from tests.ops_helpers import read_controller
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
-
-FAST = {
-    "zookeeper.session.timeout.ms": "2000",
-    "replica.lag.time.max.ms": "2000",
-    "group.initial.rebalance.delay.ms": "0",
-}
 
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def _state(cluster, topic: str, partition: int) -> dict:
-    zk = cluster.zk_client()
-    data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-    return json.loads(data)
-
-
-def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _create(cluster, topic, partitions=1, rf=3, config=None):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})])[topic].result(30)
-    _wait(lambda: len(_state(cluster, topic, 0)["isr"]) == rf, what="full ISR")
-
-
-def _read_all(bootstrap, topic, partitions, timeout=60.0):
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "r", "enable.auto.commit": False}
-    )
-    out = {}
-    for p in range(partitions):
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        out[p] = (low, high, [])
-    consumer.assign([TopicPartition(topic, p, out[p][0]) for p in range(partitions)])
-    deadline = time.time() + timeout
-    while any(low + len(v) < high for low, high, v in out.values()) and time.time() < deadline:
-        for msg in consumer.consume(1000, 1.0):
-            assert not msg.error(), msg.error()
-            out[msg.partition()][2].append((msg.offset(), msg.value()))
-    consumer.close()
-    return out
+    wait_until(lambda: len(partition_state(cluster, topic, 0)["isr"]) == rf, what="full ISR")
 
 
 @pytest.mark.slow
@@ -82,25 +43,28 @@ def test_acks_all_survives_twenty_leader_kills(cluster_factory):
     producer.start()
     try:
         for _ in range(20):
-            leader = _wait(
+            leader = wait_until(
                 lambda: (
-                    _state(cluster, topic, 0)["leader"] > 0 and _state(cluster, topic, 0)["leader"]
+                    partition_state(cluster, topic, 0)["leader"] > 0
+                    and partition_state(cluster, topic, 0)["leader"]
                 ),
                 what="a leader",
             )
             cluster.broker(leader).kill()
-            _wait(
-                lambda old=leader: _state(cluster, topic, 0)["leader"] not in (-1, old),
+            wait_until(
+                lambda old=leader: partition_state(cluster, topic, 0)["leader"] not in (-1, old),
                 what="a new leader",
             )
             cluster.broker(leader).start()
-            _wait(lambda: len(_state(cluster, topic, 0)["isr"]) >= 2, what="ISR of two")
+            wait_until(
+                lambda: len(partition_state(cluster, topic, 0)["isr"]) >= 2, what="ISR of two"
+            )
     finally:
         producer.stop(180)
     acked = producer.acked
     assert not producer.failures, producer.failures[:3]
     assert sum(map(len, acked.values())) > 1000
-    data = _read_all(cluster.bootstrap, topic, 2)
+    data = read_all(cluster.bootstrap, topic, 2)
     for p in (0, 1):
         low, high, values = data[p]
         stored = [v for _, v in values]
@@ -115,7 +79,7 @@ def test_paused_follower_leaves_isr_and_rejoins_and_hw_never_goes_back(cluster_f
     cluster = cluster_factory(3, **FAST)
     topic = _name("pause")
     _create(cluster, topic, config={"min.insync.replicas": "2"})
-    state = _state(cluster, topic, 0)
+    state = partition_state(cluster, topic, 0)
     follower = next(b for b in state["isr"] if b != state["leader"])
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1})
     hws: list[int] = []
@@ -128,8 +92,10 @@ def test_paused_follower_leaves_isr_and_rejoins_and_hw_never_goes_back(cluster_f
 
     cluster.broker(follower).pause()
     try:
-        _wait(
-            lambda: follower not in _state(cluster, topic, 0)["isr"], timeout=20, what="ISR shrink"
+        wait_until(
+            lambda: follower not in partition_state(cluster, topic, 0)["isr"],
+            timeout=20,
+            what="ISR shrink",
         )
         for i in range(100):
             producer.produce(topic, value=b"during-%d" % i, partition=0)
@@ -137,7 +103,9 @@ def test_paused_follower_leaves_isr_and_rejoins_and_hw_never_goes_back(cluster_f
         sample()
     finally:
         cluster.broker(follower).resume()
-    _wait(lambda: follower in _state(cluster, topic, 0)["isr"], timeout=20, what="ISR expand")
+    wait_until(
+        lambda: follower in partition_state(cluster, topic, 0)["isr"], timeout=20, what="ISR expand"
+    )
     for i in range(100):
         producer.produce(topic, value=b"after-%d" % i, partition=0)
         if i % 10 == 0:
@@ -160,7 +128,7 @@ def test_divergent_old_leader_truncates_by_leader_epoch(cluster_factory):
     for i in range(10):
         producer.produce(topic, value=b"agreed-%d" % i, partition=0)
     assert producer.flush(30) == 0
-    old = _state(cluster, topic, 0)["leader"]
+    old = partition_state(cluster, topic, 0)["leader"]
     followers = [b for b in (1, 2, 3) if b != old]
     for b in followers:
         cluster.broker(b).pause()
@@ -177,9 +145,10 @@ def test_divergent_old_leader_truncates_by_leader_epoch(cluster_factory):
     cluster.broker(old).kill()
     for b in followers:
         cluster.broker(b).resume()
-    new = _wait(
+    new = wait_until(
         lambda: (
-            _state(cluster, topic, 0)["leader"] in followers and _state(cluster, topic, 0)["leader"]
+            partition_state(cluster, topic, 0)["leader"] in followers
+            and partition_state(cluster, topic, 0)["leader"]
         ),
         what="new leader",
     )
@@ -190,8 +159,10 @@ def test_divergent_old_leader_truncates_by_leader_epoch(cluster_factory):
         producer.produce(topic, value=b"new-leader-%d" % i, partition=0)
     assert producer.flush(30) == 0
     cluster.broker(old).start()
-    _wait(
-        lambda: old in _state(cluster, topic, 0)["isr"], timeout=30, what="old leader back in ISR"
+    wait_until(
+        lambda: old in partition_state(cluster, topic, 0)["isr"],
+        timeout=30,
+        what="old leader back in ISR",
     )
     values = []
     for seg in sorted(Path(cluster.broker(old).log_dir, f"{topic}-0").glob("*.log")):
@@ -220,24 +191,26 @@ def test_unclean_election_off_keeps_partition_offline_on_elects(cluster_factory)
                 )
             ]
         )[topic].result(30)
-        _wait(lambda t=topic: len(_state(cluster, t, 0)["isr"]) == 2, what="full ISR")
+        wait_until(lambda t=topic: len(partition_state(cluster, t, 0)["isr"]) == 2, what="full ISR")
     cluster.broker(2).pause()
     for topic in (clean, unclean):
-        _wait(
-            lambda t=topic: _state(cluster, t, 0)["isr"] == [1],
+        wait_until(
+            lambda t=topic: partition_state(cluster, t, 0)["isr"] == [1],
             timeout=20,
             what="ISR shrink to the leader",
         )
     cluster.broker(1).kill()
     cluster.broker(2).resume()
-    assert _wait(
-        lambda: _state(cluster, unclean, 0)["leader"] == 2, timeout=20, what="unclean election"
+    assert wait_until(
+        lambda: partition_state(cluster, unclean, 0)["leader"] == 2,
+        timeout=20,
+        what="unclean election",
     )
     time.sleep(1.0)
-    assert _state(cluster, clean, 0)["leader"] == -1, "clean topic must stay offline"
+    assert partition_state(cluster, clean, 0)["leader"] == -1, "clean topic must stay offline"
     cluster.broker(1).start()
-    _wait(
-        lambda: _state(cluster, clean, 0)["leader"] == 1,
+    wait_until(
+        lambda: partition_state(cluster, clean, 0)["leader"] == 1,
         timeout=20,
         what="the ISR member back as leader",
     )
@@ -247,7 +220,7 @@ def test_errors_from_followers_and_min_isr(cluster_factory):
     cluster = cluster_factory(3, **FAST)
     topic = _name("errs")
     _create(cluster, topic, config={"min.insync.replicas": "3"})
-    state = _state(cluster, topic, 0)
+    state = partition_state(cluster, topic, 0)
     follower = (
         next(b for b in state["replicas"] if b != state["leader"])
         if "replicas" in state
@@ -260,13 +233,17 @@ def test_errors_from_followers_and_min_isr(cluster_factory):
     assert w.produce(topic, 0, batch).error_code == ErrorCode.not_leader_or_follower
     w.close()
     cluster.broker(follower).kill()
-    _wait(lambda: follower not in _state(cluster, topic, 0)["isr"], timeout=20, what="ISR shrink")
-    leader = cluster.broker(_state(cluster, topic, 0)["leader"])
+    wait_until(
+        lambda: follower not in partition_state(cluster, topic, 0)["isr"],
+        timeout=20,
+        what="ISR shrink",
+    )
+    leader = cluster.broker(partition_state(cluster, topic, 0)["leader"])
     w = WireClient("127.0.0.1", leader.port)
     before = w.list_offset(topic, 0, -1).offset
     assert w.produce(topic, 0, batch, acks=-1).error_code == ErrorCode.not_enough_replicas
     assert w.produce(topic, 0, batch, acks=1).error_code == ErrorCode.none
-    _wait(
+    wait_until(
         lambda: w.list_offset(topic, 0, -1).offset == before + 1,
         what="HW to cover the acks=1 write",
     )
@@ -279,7 +256,7 @@ def test_controller_failover(cluster_factory):
     first = json.loads(zk.get("/controller")[0])["brokerid"]
     epoch = int(zk.get("/controller_epoch")[0])
     cluster.broker(first).kill()
-    second = _wait(
+    second = wait_until(
         lambda: (c := read_controller(zk)) not in (None, first) and c,
         timeout=20,
         what="a new controller",
@@ -299,12 +276,12 @@ def test_controlled_shutdown_moves_leaderships_first(cluster_factory):
     cluster = cluster_factory(3, **FAST)
     topic = _name("ctrl")
     _create(cluster, topic, partitions=6, config={"min.insync.replicas": "2"})
-    victim = _state(cluster, topic, 0)["leader"]
-    led_before = [p for p in range(6) if _state(cluster, topic, p)["leader"] == victim]
+    victim = partition_state(cluster, topic, 0)["leader"]
+    led_before = [p for p in range(6) if partition_state(cluster, topic, p)["leader"] == victim]
     assert led_before
     assert cluster.broker(victim).stop() == 0, "SIGTERM must end in a clean exit"
     for p in range(6):
-        state = _state(cluster, topic, p)
+        state = partition_state(cluster, topic, p)
         assert state["leader"] != victim and state["leader"] > 0
         assert victim not in state["isr"]
     others = ",".join(b.address for b in cluster.brokers if b.id != victim)
@@ -313,7 +290,10 @@ def test_controlled_shutdown_moves_leaderships_first(cluster_factory):
         producer.produce(topic, value=b"after-shutdown", partition=p)
     assert producer.flush(30) == 0
     cluster.broker(victim).start()
-    _wait(lambda: all(victim in _state(cluster, topic, p)["isr"] for p in range(6)), what="rejoin")
+    wait_until(
+        lambda: all(victim in partition_state(cluster, topic, p)["isr"] for p in range(6)),
+        what="rejoin",
+    )
 
 
 def test_debugging_replica_id_reads_each_replicas_leo(cluster_factory):
@@ -324,7 +304,7 @@ def test_debugging_replica_id_reads_each_replicas_leo(cluster_factory):
     for i in range(7):
         producer.produce(topic, value=b"%d" % i, partition=0)
     assert producer.flush(30) == 0
-    state = _state(cluster, topic, 0)
+    state = partition_state(cluster, topic, 0)
     follower = next(b for b in (1, 2, 3) if b != state["leader"])
     w = WireClient("127.0.0.1", cluster.broker(follower).port)
 
@@ -351,7 +331,7 @@ def test_debugging_replica_id_reads_each_replicas_leo(cluster_factory):
         )
 
     assert list_latest(-1).error_code == ErrorCode.not_leader_or_follower
-    _wait(lambda: list_latest(-2).offset == 7, what="the follower's LEO")
+    wait_until(lambda: list_latest(-2).offset == 7, what="the follower's LEO")
     w.close()
 
 

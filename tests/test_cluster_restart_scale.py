@@ -9,7 +9,7 @@ import json
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.group_helpers import wait_until
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 

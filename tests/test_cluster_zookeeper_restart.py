@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quill_stack import ports, services
-from tests.cluster_helpers import BackgroundProducer
+from tests.cluster_helpers import FAST, BackgroundProducer, read_all
 from tests.conftest import TEST_ZOOKEEPER_SETTINGS, ClusterFactory, Server, _start_server
-from tests.test_cluster_replication import FAST, _read_all, _wait
+from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -74,12 +74,12 @@ def test_zookeeper_restart_loses_nothing(tmp_path):
         # ZooKeeper restores the old sessions and their ephemeral znodes when it comes
         # back, so three ids and a /controller can be the old ones, about to expire.
         # Recovered means: the same registrations, controller and leaders for 3 s in a row.
-        _wait(_settled(zk, cluster.bootstrap, topic), timeout=90, what="the cluster to settle")
+        wait_until(_settled(zk, cluster.bootstrap, topic), timeout=90, what="the cluster to settle")
         producer.stop(150)
         acked = producer.all_acked()
         assert not producer.failures, producer.failures[:3]
         assert len(acked) > 200
-        data = _read_all(cluster.bootstrap, topic, 2)
+        data = read_all(cluster.bootstrap, topic, 2)
         stored = [v for p in (0, 1) for _, v in data[p][2]]
         assert len(stored) == len(set(stored))
         assert not set(acked) - set(stored)

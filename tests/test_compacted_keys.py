@@ -13,9 +13,10 @@ from kio.schema.errors import ErrorCode
 from broker.log.cleaner import CLEANER_CHECKPOINT
 from broker.protocol.records import build_batch, decode_records
 from pipeline.producer import DeliveryError, RecordProducer
-from tests.group_helpers import read_partition, unique, wait_until
+from tests.group_helpers import read_partition, unique
 from tests.metrics_helpers import value
 from tests.ops_helpers import alter_configs
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 MESSAGE = "Compacted topic cannot accept message without key in topic partition"

@@ -16,13 +16,12 @@ import pytest
 import redis
 
 from quill_stack import services
-from quill_stack.services import PROJECT_ROOT
-from tests.console_helpers import CHROMIUM, chromium_page, start_console_and_monitor
-from tests.test_stack import wait_for
-from tests.test_stack_services import create_admin
+from tests.console_helpers import CHROMIUM, OUT, start_console_and_monitor
+from tests.stack_helpers import create_admin
+from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-OUT = PROJECT_ROOT / "test-output" / "console"
+pytest_plugins = ["tests.console_helpers"]  # the chromium `page` fixture
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +36,9 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     redis.Redis.from_url(redis_url).flushdb()
     settings = services.app_env(state, redis_url, cluster.zk_connect, cluster.bootstrap)
     procs, port = start_console_and_monitor(state, settings)
-    wait_for(lambda: redis.Redis.from_url(redis_url).get("quill:monitor:heartbeat"), 30, "monitor")
+    wait_until(
+        lambda: redis.Redis.from_url(redis_url).get("quill:monitor:heartbeat"), 30, "monitor"
+    )
     password = create_admin(state)
     yield {
         "cluster": cluster,
@@ -47,12 +48,6 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     }
     for proc in reversed(procs):
         proc.stop()
-
-
-@pytest.fixture(scope="module")
-def page(stack):
-    with chromium_page(OUT) as pg:
-        yield pg
 
 
 def shot(page, name: str) -> None:

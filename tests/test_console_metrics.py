@@ -16,12 +16,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from quill_stack import services
-from tests.console_helpers import start_console_and_monitor
-from tests.test_console_browser import OUT, page  # noqa: F401 - the chromium page fixture
-from tests.test_stack import wait_for
-from tests.test_stack_services import create_admin
+from tests.console_helpers import OUT, start_console_and_monitor
+from tests.stack_helpers import create_admin
+from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytest_plugins = ["tests.console_helpers"]  # the chromium `page` fixture
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     settings["QUILL_METRICS_PORTS"] = ",".join(f"{b.id}={b.metrics_port}" for b in cluster.brokers)
     procs, port = start_console_and_monitor(state, settings)
     r = redis.Redis.from_url(redis_url)
-    wait_for(
+    wait_until(
         lambda: r.get("quill:broker-metrics:1") and r.get("quill:broker-metrics:2"), 60, "scrapes"
     )
     yield {"cluster": cluster, "url": f"http://127.0.0.1:{port}", "password": create_admin(state)}
@@ -122,7 +122,7 @@ def test_console_metrics_serve_consumer_lag(stack):
                     return s.value, s.labels
         return None
 
-    value, labels = wait_for(lag, 60, "the group's lag in the console's /metrics")
+    value, labels = wait_until(lag, 60, "the group's lag in the console's /metrics")
     assert value == 60
     assert labels == {"consumergroup": group, "topic": topic, "partition": "0"}
 
@@ -153,7 +153,7 @@ def test_quotas_page_shows_throttle_time_and_topic_page_the_cleaner(stack, admin
                 return None  # measured, not throttled yet
             return row.first.inner_text()
 
-        text = wait_for(throttled_row, 90, "a throttle row for client-id slowpoke")
+        text = wait_until(throttled_row, 90, "a throttle row for client-id slowpoke")
         assert text.startswith("produce") and "slowpoke" in text
         pg.screenshot(path=str(OUT / "metrics-quotas.png"), full_page=True)
         producer.purge()
@@ -171,6 +171,6 @@ def test_quotas_page_shows_throttle_time_and_topic_page_the_cleaner(stack, admin
         pg.goto(f"{url}/topics/{compacted}/")
         return pg.locator("#cleaner tbody tr td.n").count() >= 6  # a row per replica
 
-    wait_for(cleaner_rows, 90, "the cleaner's status on the topic page")
+    wait_until(cleaner_rows, 90, "the cleaner's status on the topic page")
     assert pg.locator("#cleaner tbody tr").count() == 2  # partition 0 on brokers 1 and 2
     pg.screenshot(path=str(OUT / "metrics-topic-cleaner.png"), full_page=True)

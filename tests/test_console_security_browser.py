@@ -16,7 +16,7 @@ from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT
 from quill_stack.state import owner_env
 from tests.scram_helpers import password_works, stored_credentials
-from tests.test_stack_services import create_admin
+from tests.stack_helpers import create_admin
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 OUT = PROJECT_ROOT / "test-output" / "console"

@@ -22,9 +22,9 @@ from kazoo.exceptions import NoNodeError
 
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
 from tests.cli_helpers import tool
-from tests.group_helpers import wait_until
 from tests.metrics_helpers import samples
 from tests.ops_helpers import create_topic, state, unique
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

@@ -29,8 +29,8 @@ from cryptography import x509
 
 from broker.zk.znodes import ConfigEntityZNode
 from quill_stack import ports, tls
-from tests.group_helpers import wait_until
 from tests.metrics_helpers import value, wait_value
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -29,9 +29,9 @@ from kio.schema.errors import ErrorCode
 from broker.protocol.records import decode_records
 from console.monitor.brokers import figures, parse
 from console.views.topics import consumer_reads
-from tests.group_helpers import wait_until
 from tests.metrics_helpers import scrape_text
 from tests.metrics_helpers import value as metric_value
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

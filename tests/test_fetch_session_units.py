@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 from kio.schema.errors import ErrorCode
 
 from broker.replica.fetch_session_handler import FetchSessionHandler
-from broker.server.handlers.fetch_session import FetchSessionCache
+from broker.server.fetch_session import FetchSessionCache
 
 
 def _req(session_id: int, epoch: int, parts: dict, forget=()) -> NS:

@@ -24,8 +24,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import build_batch, decode_records
-from tests.group_helpers import wait_until
 from tests.metrics_helpers import value as metric_value
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from quill_stack import ports
 from tests.cli_helpers import tool
-from tests.group_helpers import GROUP_BROKER, create_topic, produce, unique, wait_until
+from tests.group_helpers import GROUP_BROKER, create_topic, produce, unique
+from tests.wait_helpers import wait_until
 
 BURROW = shutil.which("Burrow") or shutil.which("burrow")
 pytestmark = pytest.mark.skipif(BURROW is None, reason="Burrow is not installed (apt: burrow)")

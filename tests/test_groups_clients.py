@@ -25,8 +25,8 @@ from tests.group_helpers import (
     join_one_by_one,
     produce,
     topic_and_group,
-    wait_until,
 )
+from tests.wait_helpers import wait_until
 
 PARTITIONS = 6
 RECORDS = 600

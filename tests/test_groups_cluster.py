@@ -15,13 +15,15 @@ from tests.group_helpers import (
     ConfluentMember,
     Ownership,
     all_values,
+    commit,
     committed_offsets,
+    fetched,
+    find,
     produce,
     topic_and_group,
     unique,
-    wait_until,
 )
-from tests.test_groups_wire import commit, fetched, find
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 PARTITIONS = 6

@@ -6,7 +6,8 @@ from __future__ import annotations
 from confluent_kafka import Consumer, TopicPartition
 
 from broker.coordinator.group import codec
-from tests.group_helpers import GROUP_BROKER, create_topic, read_partition, unique, wait_until
+from tests.group_helpers import GROUP_BROKER, create_topic, read_partition, unique
+from tests.wait_helpers import wait_until
 
 COMMITS = 300
 OFFSETS_PARTITIONS = 10

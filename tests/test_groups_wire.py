@@ -16,7 +16,8 @@ from broker.protocol.messages import (
     parse_response,
     request_schema,
 )
-from tests.group_helpers import GROUP_BROKER, create_topic, unique, wait_until
+from tests.group_helpers import GROUP_BROKER, commit, create_topic, fetched, find, unique
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 TOPIC_PARTITIONS = 3
@@ -57,10 +58,6 @@ def wire(broker):
     )
     yield client
     client.close()
-
-
-def find(wire: WireClient, group: str, version: int = 3):
-    return wire.request(10, version, {"key": group, "key_type": 0})
 
 
 def join(wire, group, member_id="", version=5, instance=None, session=6000, topic="t", **kw):
@@ -115,52 +112,6 @@ def heartbeat(wire, group, member, generation, instance=None):
             "group_instance_id": instance,
         },
     ).error_code
-
-
-def commit(wire, group, topic, offsets, member="", generation=-1, metadata="", instance=None):
-    resp = wire.request(
-        8,
-        8,
-        {
-            "group_id": group,
-            "generation_id_or_member_epoch": generation,
-            "member_id": member,
-            "group_instance_id": instance,
-            "topics": [
-                {
-                    "name": topic,
-                    "partitions": [
-                        {
-                            "partition_index": p,
-                            "committed_offset": o,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": metadata,
-                        }
-                        for p, o in offsets.items()
-                    ],
-                }
-            ],
-        },
-    )
-    return {p.partition_index: p.error_code for t in resp.topics for p in t.partitions}
-
-
-def fetched(wire, group, topic) -> dict[int, tuple[int, str]]:
-    resp = wire.request(
-        9,
-        8,
-        {
-            "groups": [
-                {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 2]}]}
-            ],
-            "require_stable": True,
-        },
-    )
-    g = resp.groups[0]
-    assert g.error_code == E.none
-    return {
-        p.partition_index: (p.committed_offset, p.metadata) for t in g.topics for p in t.partitions
-    }
 
 
 NOTHING = {0: (-1, ""), 1: (-1, ""), 2: (-1, "")}

@@ -83,6 +83,35 @@ def test_invalid_values_name_the_key(props: dict, message: str) -> None:
     assert message in err.value.message
 
 
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"retention.ms": "1000", "local.retention.ms": "2000"},
+            "Invalid value 2000 for configuration local.retention.ms: "
+            "Value must not be more than retention.ms property value: 1000",
+        ),
+        (
+            {"retention.bytes": "100", "local.retention.bytes": "-1"},
+            "Invalid value -1 for configuration local.retention.bytes: "
+            "Value must not be -1 as retention.bytes value is set as 100.",
+        ),
+    ],
+)
+def test_local_retention_is_checked_against_the_total_as_kafka_checks_it(props, message):
+    with pytest.raises(KafkaError) as err:
+        LogConfig.from_props(props)
+    assert err.value.code == ErrorCode.invalid_config
+    assert err.value.message == message
+
+
+def test_local_retention_within_the_total_is_taken_and_the_total_decides():
+    config = LogConfig.from_props({"retention.ms": "5000", "local.retention.ms": "1000"})
+    assert (config.local_retention_ms, config.retention_ms) == (1000, 5000)
+    unlimited = LogConfig.from_props({"retention.ms": "-1", "local.retention.ms": "-1"})
+    assert unlimited.local_retention_ms == -1
+
+
 def test_broker_synonyms_and_priority() -> None:
     broker = LogConfig.from_broker_props(
         {

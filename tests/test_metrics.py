@@ -17,9 +17,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.zk.client import KafkaZkClient
+from tests.wait_helpers import wait_log
 
 from .metrics_helpers import names, samples, scrape_text, value, wait_value
-from .quota_helpers import wait_log
 
 pytestmark = pytest.mark.cluster
 

@@ -27,7 +27,6 @@ from broker.zk.znodes import (
     ConfigEntityZNode,
     ReassignPartitionsZNode,
 )
-from tests.group_helpers import wait_until
 from tests.ops_helpers import (
     alter_configs,
     assignment,
@@ -37,6 +36,7 @@ from tests.ops_helpers import (
     state,
     unique,
 )
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

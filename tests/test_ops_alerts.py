@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytest.register_assert_rewrite("tests.ops_stack_helpers")
-from tests.ops_stack_helpers import running_stack, unique, wait_until  # noqa: E402
+from tests.ops_stack_helpers import running_stack, unique  # noqa: E402
+from tests.wait_helpers import wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

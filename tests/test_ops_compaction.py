@@ -9,8 +9,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.zk.znodes import CompactRequest, CompactRequestZNode, CompactResultZNode
-from tests.group_helpers import wait_until
 from tests.ops_helpers import state, unique
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.cluster_helpers import BackgroundProducer
 
 pytest.register_assert_rewrite("tests.ops_stack_helpers")
-from tests.ops_stack_helpers import read_all, unique, wait_until  # noqa: E402
+from tests.ops_stack_helpers import read_all, unique  # noqa: E402
+from tests.wait_helpers import wait_until  # noqa: E402
 
 pytest_plugins = ["tests.ops_stack_helpers"]  # the shared `ops_stack` fixture
 

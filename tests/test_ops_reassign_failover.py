@@ -12,8 +12,8 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 from kafka.errors import KafkaConnectionError
 
-from tests.group_helpers import wait_until
 from tests.ops_helpers import alter_configs, assignment, controller_id, create_topic, described
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -20,8 +20,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from quill_stack import ports
 from quill_stack.services import PROJECT_ROOT, PYTHON
 from tests.cluster_helpers import BackgroundProducer
-from tests.ops_stack_helpers import TOKEN_SCRIPT, read_all, unique, wait_until
+from tests.ops_stack_helpers import TOKEN_SCRIPT, read_all, unique
 from tests.stack_helpers import quill_stack, service_entry, stack_env
+from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

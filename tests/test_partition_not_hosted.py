@@ -18,7 +18,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import build_batch
-from tests.group_helpers import wait_until
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

@@ -14,8 +14,8 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.records import build_batch
 from broker.quota.manager import DEFAULT, entity_path
 from broker.zk.znodes import ConfigEntityZNode
+from tests.wait_helpers import wait_log
 
-from .quota_helpers import wait_log
 from .wire import WireClient
 
 

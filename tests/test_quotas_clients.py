@@ -14,8 +14,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.zk.client import KafkaZkClient
+from tests.wait_helpers import wait_log
 
-from .quota_helpers import Throttles, wait_log
+from .quota_helpers import Throttles
 
 QUOTA = 100_000  # bytes/s
 RECORD = 1000

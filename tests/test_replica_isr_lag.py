@@ -18,7 +18,7 @@ from broker.log.manager import LogManager
 from broker.replica.fetcher import ReplicaFetcherManager
 from broker.replica.manager import ReplicaManager
 from broker.replica.partition import PartitionState
-from broker.server.handlers.fetch_session import REST_REFRESH_MS, FetchSession
+from broker.server.fetch_session import REST_REFRESH_MS, FetchSession
 
 from .log_helpers import batch
 

@@ -5,7 +5,6 @@ two authorizers kept in step by the change notifications."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -28,6 +27,7 @@ from broker.security.authorizer import (
     parse_super_users,
 )
 from broker.server.config import BrokerConfig, ConfigError
+from tests.wait_helpers import wait_until
 
 ALICE, BOB = "User:alice", "User:bob"
 
@@ -153,21 +153,14 @@ def test_a_second_broker_follows_the_change_notifications(zk):
     reader = _authorizer(zk)
     binding = _acl(R.TOPIC, "orders-", ALICE, Op.READ, pattern=PatternType.PREFIXED)
     writer.create([binding])
-    _wait(lambda: reader.authorize(ALICE, "h", Op.READ, R.TOPIC, "orders-1"))
+    wait_until(lambda: reader.authorize(ALICE, "h", Op.READ, R.TOPIC, "orders-1"))
     removed = writer.delete([AclBindingFilter(resource_type=R.TOPIC, principal=ALICE)])
     assert removed == [[binding]]
-    _wait(lambda: not reader.authorize(ALICE, "h", Op.READ, R.TOPIC, "orders-1"))
+    wait_until(lambda: not reader.authorize(ALICE, "h", Op.READ, R.TOPIC, "orders-1"))
     # and a broker started later loads what is there
     writer.create([_acl(R.GROUP, "g", BOB, Op.READ)])
     late = _authorizer(zk)
     assert late.describe(AclBindingFilter()) == [_acl(R.GROUP, "g", BOB, Op.READ)]
-
-
-def _wait(condition, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the change notification was not applied"
-        time.sleep(0.05)
 
 
 def test_config_names_kafkas_classes_and_refuses_others():

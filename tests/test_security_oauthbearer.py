@@ -20,7 +20,6 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.records import build_batch
 from tests.acl_helpers import add_acl
 from tests.cli_helpers import tool
-from tests.group_helpers import wait_until
 from tests.metrics_helpers import value
 from tests.oauth_helpers import (
     AUDIENCE,
@@ -32,8 +31,8 @@ from tests.oauth_helpers import (
     token_cb,
     unsecured_token,
 )
-from tests.quota_helpers import wait_log
 from tests.security_helpers import internal_listener, jaas, round_trip
+from tests.wait_helpers import wait_log, wait_until
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

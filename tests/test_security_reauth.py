@@ -17,13 +17,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
-from tests.group_helpers import wait_until
 from tests.metrics_helpers import value
 from tests.security_helpers import (
     plain_inter_broker,
     sasl_listener_cluster,
     set_scram_user,
 )
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 TOPIC = "reauth-records"

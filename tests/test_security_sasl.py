@@ -27,6 +27,7 @@ from tests.security_helpers import (
     sasl_listener_cluster,
     set_scram_user,
 )
+from tests.wait_helpers import wait_log
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster
@@ -71,15 +72,6 @@ def _broker_log(cluster) -> str:
     return Path(cluster.brokers[0].log_path).read_text(errors="replace")
 
 
-def _wait_log(cluster, text: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in _broker_log(cluster):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the broker never logged {text!r}")
-
-
 @pytest.mark.parametrize(
     ("mechanism", "user", "password"),
     [
@@ -109,7 +101,7 @@ def test_confluent_kafka_produces_and_consumes_over_sasl(sasl_cluster, mechanism
 def test_wrong_credentials_are_refused_and_logged(sasl_cluster, mechanism, user, password):
     error = first_error(_conf(sasl_cluster, mechanism, user, password))
     assert "Authentication failed" in error
-    _wait_log(sasl_cluster, f"principal User:{user}")
+    wait_log(sasl_cluster, f"principal User:{user}")
     assert "Failed authentication with 127.0.0.1:" in _broker_log(sasl_cluster)
     # the broker still serves everyone else
     good = AdminClient(_conf(sasl_cluster, "PLAIN", "alice", PLAIN_USERS["alice"]))

@@ -20,8 +20,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quill_stack import ports, tls
-from tests.quota_helpers import Throttles, wait_log
+from tests.quota_helpers import Throttles
 from tests.security_helpers import first_error, round_trip, set_scram_user, set_user_quota
+from tests.wait_helpers import wait_log
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.cluster

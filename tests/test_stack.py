@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,7 @@ from quill_stack import health, ports, services, state
 from quill_stack.services import PROJECT_ROOT, Requirement, StackConfig
 from quill_stack.supervisor import PreflightError, backoff_delay, preflight
 from tests.stack_helpers import quill_stack, service_entry, stack_env
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+from tests.wait_helpers import wait_until
 
 
 def status_table(stdout: str) -> dict[str, list[str]]:
@@ -97,9 +87,9 @@ def test_killed_child_is_restarted_and_the_restart_logged(redis_stack):
         entry = service_entry(state_dir, "redis")
         return entry.get("restarts") == before["restarts"] + 1 and entry.get("pid") != before["pid"]
 
-    wait_for(restarted, what="the supervisor to restart redis")
+    wait_until(restarted, what="the supervisor to restart redis")
     port = int(env["QUILL_REDIS_PORT"])
-    wait_for(lambda: health.redis("127.0.0.1", port)[0], what="redis to answer PING again")
+    wait_until(lambda: health.redis("127.0.0.1", port)[0], what="redis to answer PING again")
     log = (state.logs_dir(state_dir) / "supervisor.log").read_text()
     assert f"redis (pid {before['pid']}) exited with code -9 (SIGKILL); restart #" in log
     assert "restart #" in (state.logs_dir(state_dir) / "redis.log").read_text()
@@ -148,7 +138,7 @@ def test_foreground_run_stops_all_children_on_ctrl_c(tmp_path):
         start_new_session=True,
     )
     try:
-        wait_for(
+        wait_until(
             lambda: (state.read_status(tmp_path) or {}).get("phase") == "ready",
             what="the stack to be ready",
         )
@@ -172,7 +162,7 @@ def test_killed_supervisor_takes_its_children_and_stale_state_is_cleaned(tmp_pat
     child = service_entry(tmp_path, "redis")["pid"]
 
     os.kill(supervisor_pid, signal.SIGKILL)
-    wait_for(lambda: not state.is_running(child), what="redis to die with its supervisor")
+    wait_until(lambda: not state.is_running(child), what="redis to die with its supervisor")
 
     status = quill_stack(env, "status")
     assert status.returncode == 3

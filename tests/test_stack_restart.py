@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from quill_stack import health, state
-from tests.group_helpers import wait_until
 from tests.stack_helpers import quill_stack, service_entry, stack_env
+from tests.wait_helpers import wait_until
 
 
 def test_restart_one_broker_through_the_supervisor(tmp_path):

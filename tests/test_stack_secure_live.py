@@ -33,8 +33,9 @@ from quill_stack import client_socket, health, ports
 from quill_stack import secure as secure_stack
 from quill_stack.redis_auth import with_password
 from quill_stack.services import WORKER_NODE
-from tests.ops_stack_helpers import _token, wait_until
+from tests.ops_stack_helpers import _token
 from tests.stack_helpers import quill_stack, stack_env
+from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -19,6 +19,7 @@ from quill_stack import ports, services
 from quill_stack.process import ManagedProcess, child_env
 from quill_stack.services import PROJECT_ROOT
 from quill_stack.state import owner_env
+from tests.stack_helpers import create_admin
 
 
 @pytest.fixture
@@ -81,20 +82,6 @@ def test_console_under_daphne_health_login_and_landing(tmp_path, app_settings, r
     with opener.open(request, timeout=10) as response:
         assert response.url == f"{base}/"
         assert "<h2>Brokers</h2>" in response.read().decode()  # the cluster page
-
-
-def create_admin(state_dir) -> str:
-    """`manage.py createadmin` against the console's database in state_dir."""
-    spec = services.console_spec(state_dir, services.app_env(state_dir, "redis://x", "x", "x"), 1)
-    out = subprocess.run(
-        [sys.executable, "manage.py", "createadmin"],
-        cwd=PROJECT_ROOT,
-        env=child_env(spec),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return re.search(r"password: (\S+)", out).group(1)
 
 
 # ------------------------------------------------------------ Django, in-process

@@ -19,7 +19,6 @@ from tests.group_helpers import (
     produce,
     topic_and_group,
     unique,
-    wait_until,
 )
 from tests.txn_helpers import (
     TXN_BROKER,
@@ -28,6 +27,7 @@ from tests.txn_helpers import (
     read_all,
     txn_producer,
 )
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 PARTITIONS = 3

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaException
 from kio.schema.errors import ErrorCode as E
 
-from tests.group_helpers import create_topic, unique, wait_until
+from tests.group_helpers import create_topic, unique
 from tests.txn_helpers import (
     TXN_BROKER,
     end_offsets,
@@ -20,6 +20,7 @@ from tests.txn_helpers import (
     txn_producer,
     wait_txn_coordinator,
 )
+from tests.wait_helpers import wait_until
 from tests.wire import WireClient
 
 PARTITIONS = 3

@@ -30,7 +30,7 @@ from broker.zk.security import (
 )
 from broker.zk.znodes import PERSISTENT_PATHS, AclZNodes, ConfigEntityZNode
 from quill_stack.services import PROJECT_ROOT
-from tests.group_helpers import wait_until
+from tests.wait_helpers import wait_until
 
 KAFKA_ALL = ACL(Permissions.ALL, Id("sasl", "kafka"))
 WORLD_READ = ACL(Permissions.READ, Id("world", "anyone"))

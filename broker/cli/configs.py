@@ -22,6 +22,7 @@ import shlex
 import sys
 from typing import NamedTuple
 
+from ..zk.znodes import ConfigType
 from . import configs_users
 from .common import (
     CliError,
@@ -37,7 +38,7 @@ from .controller_client import ControllerAdmin, broker_request, controller_reque
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 
-ENTITY_TYPES = ("topics", "brokers", "users")
+ENTITY_TYPES = (ConfigType.TOPIC, ConfigType.BROKER, ConfigType.USER)
 # Kafka splits --add-config on commas that are not inside [...] (lists of values).
 _SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")
 
@@ -91,15 +92,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _entity(args) -> tuple[str, str | None]:
     if args.topic is not None:
-        return "topics", args.topic
+        return ConfigType.TOPIC, args.topic
     if args.broker is not None:
-        return "brokers", args.broker
+        return ConfigType.BROKER, args.broker
     if args.entity_type is None:
         raise CliError(
             "INVALID_REQUEST", "--entity-type (topics, brokers or users) must be specified."
         )
     if args.entity_default:
-        if args.entity_type == "topics":
+        if args.entity_type == ConfigType.TOPIC:
             raise CliError(
                 "INVALID_REQUEST", "--entity-default is only valid for brokers and users."
             )
@@ -109,13 +110,13 @@ def _entity(args) -> tuple[str, str | None]:
 
 def _run(args) -> int:
     entity_type, name = _entity(args)
-    if name is not None and entity_type == "brokers" and name and not name.isdigit():
+    if name is not None and entity_type == ConfigType.BROKER and name and not name.isdigit():
         raise CliError(
             "INVALID_REQUEST",
             f"The entity name for brokers must be a valid integer broker id, but it is: {name}",
         )
     admin = ControllerAdmin(client_config(args.bootstrap_server, config_file=args.command_config))
-    if entity_type == "users":
+    if entity_type == ConfigType.USER:
         return _run_users(admin, args, name)
     if args.describe:
         if args.add_config or args.delete_config or args.add_config_file:
@@ -144,7 +145,7 @@ def _run_users(admin, args, name: str | None) -> int:
 
 
 def _all_names(admin, entity_type: str) -> list[str]:
-    if entity_type == "topics":
+    if entity_type == ConfigType.TOPIC:
         return sorted(cluster_topics(admin))
     return [str(b) for b in sorted(admin.list_topics(timeout=30).brokers)]
 
@@ -152,7 +153,7 @@ def _all_names(admin, entity_type: str) -> list[str]:
 def _resource(entity_type: str, name: str):
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    kind = ResourceType.TOPIC if entity_type == "topics" else ResourceType.BROKER
+    kind = ResourceType.TOPIC if entity_type == ConfigType.TOPIC else ResourceType.BROKER
     return ConfigResource(kind, name)
 
 
@@ -215,7 +216,7 @@ def _describe_broker(admin, name: str) -> dict:
 
 
 def _fetch(admin, entity_type: str, name: str) -> dict:
-    if entity_type == "brokers":
+    if entity_type == ConfigType.BROKER:
         return _describe_broker(admin, name)
     resource = _resource(entity_type, name)
     return result(admin.describe_configs([resource])[resource])
@@ -225,7 +226,7 @@ def _describe(admin, entity_type: str, name: str, describe_all: bool) -> None:
     entries = _fetch(admin, entity_type, name)
     wanted = (
         "DYNAMIC_TOPIC_CONFIG"
-        if entity_type == "topics"
+        if entity_type == ConfigType.TOPIC
         else ("DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG")
     )
     label = f"{entity_type[:-1]} {name}" if name else "brokers in the cluster"
@@ -296,7 +297,7 @@ def _alter(admin, args, entity_type: str, name: str) -> int:
     unknown = [k for k in deletes if k not in dynamic]
     if unknown:
         raise CliError("INVALID_CONFIG", f"Invalid config(s): {','.join(unknown)}")
-    if entity_type == "brokers" and name == "":
+    if entity_type == ConfigType.BROKER and name == "":
         ops = [{"name": k, "config_operation": 0, "value": v} for k, v in adds.items()]
         ops += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
         resource = {"resource_type": 4, "resource_name": "", "configs": ops}

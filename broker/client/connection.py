@@ -16,13 +16,13 @@ import asyncio
 import itertools
 import logging
 import random
-import struct
 import time
 from dataclasses import is_dataclass
 from typing import Any
 
 from ..aio import await_future
 from ..protocol.fetch_request import FOLLOWER_FETCH_VERSION, encode_fetch_request
+from ..protocol.framing import SIZE, FrameDecoder, FrameSizeError
 from ..protocol.messages import (
     RequestHeader,
     build,
@@ -34,7 +34,7 @@ from .sasl import AuthenticationFailed, authenticate
 from .security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
-_SIZE = struct.Struct(">i")
+_READ_CHUNK = 1 << 20
 
 
 class ConnectionClosed(ConnectionError):
@@ -105,26 +105,31 @@ class BrokerConnection:
 
     async def _read_loop(self) -> None:
         reader = self._reader
+        # at least a correlation id; any size above (Kafka's clients set no limit)
+        decoder = FrameDecoder(min_size=4, limit_name="response size")
         try:
             while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                if size < 4:  # not even a correlation id: the peer speaks garbage
-                    raise ConnectionError(f"response frame of {size} bytes")
-                frame = await reader.readexactly(size)
-                (correlation_id,) = _SIZE.unpack_from(frame, 0)
-                entry = self._pending.pop(correlation_id, None)
-                if entry is None:
-                    continue
-                api_key, version, fut = entry
-                if not fut.done():
-                    try:
-                        fut.set_result(parse_response(api_key, version, frame)[1])
-                    except Exception as exc:  # noqa: BLE001 - a bad response fails one call
-                        fut.set_exception(exc)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+                data = await reader.read(_READ_CHUNK)
+                if not data:
+                    raise ConnectionError("closed by the broker")
+                for frame in decoder.feed(data):
+                    self._answer(frame)
+        except (ConnectionError, OSError, FrameSizeError) as exc:
             self._fail(ConnectionClosed(f"connection to {self.host}:{self.port} lost: {exc!r}"))
         except asyncio.CancelledError:
             self._fail(ConnectionClosed("connection closed"))
+
+    def _answer(self, frame: bytes) -> None:
+        (correlation_id,) = SIZE.unpack_from(frame, 0)
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            return
+        api_key, version, fut = entry
+        if not fut.done():
+            try:
+                fut.set_result(parse_response(api_key, version, frame)[1])
+            except Exception as exc:  # noqa: BLE001 - a bad response fails one call
+                fut.set_exception(exc)
 
     def _fail(self, exc: Exception) -> None:
         pending, self._pending = self._pending, {}

@@ -1,8 +1,12 @@
 """The storage layer: partition logs on local files (Kafka's kafka.log).
 
-Files only: no network, no asyncio, no threads; imports only broker.protocol. Not
-thread-safe: call it from one thread (the server's event loop). Times are epoch
-milliseconds; anything that needs "now" takes ``now_ms`` (default: the wall clock).
+Files only: no network, no asyncio; imports only broker.protocol. A ``Log`` is not
+thread-safe: appends, reads and ``LogManager.tick`` come from one thread (the server's
+event loop). The manager alone uses threads, for file work that runs outside the GIL:
+thread pools recover logs at start-up (``num.recovery.threads.per.data.dir``) and
+create many new logs at once, and its checkpoint job is run on a worker thread, the
+checkpoint files under a lock; the open index files are capped under a lock (index.py).
+Times are epoch milliseconds; anything that needs "now" takes ``now_ms`` (default: the wall clock).
 Errors are ``KafkaError(ErrorCode.<name>, sentence)``.
 
 On disk, exactly Kafka's layout: ``<log.dir>/<topic>-<partition>/%020d.log``,

@@ -514,6 +514,7 @@ class LogConfig:
             raise _invalid(
                 "compression.gzip.level", gzip, "Value must be between 1 and 9, or -1 (default)"
             )
+        self._check_local_retention()
         if self.remote_storage_enable:  # Kafka's words when remote.log.storage is off
             raise KafkaError(
                 ErrorCode.invalid_config,
@@ -526,6 +527,32 @@ class LogConfig:
                 "preallocate=true is not supported: segment files grow as records are "
                 "appended (set preallocate/log.preallocate to false or leave it out).",
             )
+
+    def _check_local_retention(self) -> None:
+        """local.retention.ms/bytes bound the local tier of a tiered topic; -2 means "as
+        retention.ms/bytes". With no remote tier (remote.storage.enable is refused) the
+        local log is the whole log, so retention.ms/bytes decide what is kept, as in
+        Kafka with remote storage off; a value is still checked against its total as
+        Kafka's LogConfig checks it, so no setting is taken that could never be honoured."""
+        for local_key, total_key in (
+            ("local.retention.ms", "retention.ms"),
+            ("local.retention.bytes", "retention.bytes"),
+        ):
+            local, total = self.get(local_key), self.get(total_key)
+            if total == -1 or local == -2:
+                continue
+            if local == -1:
+                raise _invalid(
+                    local_key,
+                    local,
+                    f"Value must not be -1 as {total_key} value is set as {total}.",
+                )
+            if local > total:
+                raise _invalid(
+                    local_key,
+                    local,
+                    f"Value must not be more than {total_key} property value: {total}",
+                )
 
     # --- derived settings (Kafka's LogConfig getters) ----------------------------------
 

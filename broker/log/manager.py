@@ -5,8 +5,11 @@ with a clear error), checks ``meta.properties`` (broker.id, cluster.id, version=
 reads and writes the offset checkpoints, and writes ``.kafka_cleanshutdown`` on close
 so the next start skips recovery.
 
-There are no threads: the server calls ``tick(now_ms)`` (or the individual periodic
-methods) from its loop; each is cheap when nothing is due. With thousands of logs a
+The server calls ``tick(now_ms)`` (or the individual periodic methods) from its loop;
+each is cheap when nothing is due. Threads only do file work that runs outside the GIL:
+pools load and recover the logs at start-up (``num.recovery.threads.per.data.dir``)
+and open many new logs at once, and the server runs ``checkpoint_job`` on a worker
+thread (the checkpoint files are written under one lock, so close writes last). With thousands of logs a
 tick visits only what changed: the logs that rolled (their flush), the ones with a
 finite flush.ms, and a dir's checkpoint file is rewritten only when one of its
 values moved since the last write (``checkpoint_plan`` finds that, re-formatting only

@@ -13,7 +13,8 @@ Used only when ``authorizer.class.name`` is set (``server.authorizer`` is not No
 
 Produce, Fetch, ListOffsets and Metadata (hot or special) call the helpers at the end of
 this module from their handlers; ``authorization_responses`` holds the per-item checks
-and the response filters. The principal is the connection's, the host the client's address.
+and the response filters; both build on ``acl_decisions`` (the authorizer's answer for
+the request's principal, which is the connection's, and host, the client's address).
 """
 
 from __future__ import annotations
@@ -23,51 +24,29 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import ErrorCode as E
 from ..protocol.fetch_response import PartitionData, encode_fetch_response
-from ..security.acl import CLUSTER_NAME
 from ..security.acl import AclOperation as Op
 from ..security.acl import ResourceType as R
-from . import request_context
+from .acl_decisions import (
+    CLUSTER_DENIED,
+    GROUP_DENIED,
+    MESSAGES,
+    TOPIC_DENIED,
+    TXN_DENIED,
+    allowed,
+    cluster_allowed,
+    denied_topics,
+    who,
+)
+from .authorization_responses import filter_request
 from .handlers import scram_users
 
 if TYPE_CHECKING:
     from ..protocol.messages import RequestHeader
     from .kafka_server import KafkaServer
 
-TOPIC_DENIED = E.topic_authorization_failed
-GROUP_DENIED = E.group_authorization_failed
-CLUSTER_DENIED = E.cluster_authorization_failed
-TXN_DENIED = E.transactional_id_authorization_failed
-
-MESSAGES = {
-    TOPIC_DENIED: "Topic authorization failed.",
-    GROUP_DENIED: "Group authorization failed.",
-    CLUSTER_DENIED: "Cluster authorization failed.",
-    TXN_DENIED: "Transactional Id authorization failed.",
-}
-
 
 def _refused_partition(index: int, code: E) -> PartitionData:
     return PartitionData(index, int(code), -1, -1, -1, b"", 0)
-
-
-# -- decisions ----------------------------------------------------------------------------------
-def _who() -> tuple[Any, str]:
-    return request_context.principal.get(), request_context.client_host.get().lstrip("/")
-
-
-def allowed(server: KafkaServer, op: Op, rtype: R, name: str) -> bool:
-    principal, host = _who()
-    return server.authorizer.authorize(principal, host, op, rtype, name)
-
-
-def cluster_allowed(server: KafkaServer, op: Op) -> bool:
-    return allowed(server, op, R.CLUSTER, CLUSTER_NAME)
-
-
-def denied_topics(server: KafkaServer, op: Op, names) -> set[str]:
-    principal, host = _who()
-    authorize = server.authorizer.authorize
-    return {n for n in set(names) if not authorize(principal, host, op, R.TOPIC, n)}
 
 
 # -- whole-request checks -----------------------------------------------------------------------
@@ -104,7 +83,7 @@ def _init_producer_id(server, header, req):
         return _txn_write(server, header, req)
     if cluster_allowed(server, Op.IDEMPOTENT_WRITE):
         return None
-    principal, host = _who()  # KIP-679: Write on any topic also allows idempotence
+    principal, host = who()  # KIP-679: Write on any topic also allows idempotence
     return (
         None
         if server.authorizer.authorize_any(principal, host, Op.WRITE, R.TOPIC)
@@ -315,6 +294,3 @@ def may_describe_topic_configs(server: KafkaServer, name: str) -> bool:
 
 def may_create_topic(server: KafkaServer, name: str) -> bool:
     return cluster_allowed(server, Op.CREATE) or allowed(server, Op.CREATE, R.TOPIC, name)
-
-
-from .authorization_responses import filter_request  # noqa: E402 - it builds on this module

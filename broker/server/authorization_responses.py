@@ -18,7 +18,7 @@ from ..security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS
 from ..security.acl import AclOperation as Op
 from ..security.acl import ResourceType as R
 from ..zk.znodes import topic_id_bytes
-from .authorization import (
+from .acl_decisions import (
     CLUSTER_DENIED,
     GROUP_DENIED,
     MESSAGES,

@@ -19,7 +19,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..replica.manager import ReplicaManager
 from ..zk.client import KafkaZkClient
-from ..zk.znodes import ConfigEntityZNode, ControllerZNode, TopicsZNode
+from ..zk.znodes import ConfigEntityZNode, ConfigType, ControllerZNode, TopicsZNode
 from .metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class ClusterSync:
             for entity in (str(self.cache.broker_id), "<default>"):
                 DataWatch(
                     self.client,
-                    ConfigEntityZNode.path("brokers", entity),
+                    ConfigEntityZNode.path(ConfigType.BROKER, entity),
                     self._broker_config_watch(entity),
                 )
         DataWatch(self.client, ControllerZNode.path, self._controller_changed)
@@ -74,7 +74,9 @@ class ClusterSync:
         for topic in current - self._topics_watched:
             self._topics_watched.add(topic)
             DataWatch(
-                self.client, ConfigEntityZNode.path("topics", topic), self._config_watch(topic)
+                self.client,
+                ConfigEntityZNode.path(ConfigType.TOPIC, topic),
+                self._config_watch(topic),
             )
         self._topics_watched &= current
 

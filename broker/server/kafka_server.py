@@ -34,7 +34,7 @@ from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
 from ..security.credential_cache import CredentialCache
 from ..zk.client import KafkaZkClient
-from ..zk.znodes import BrokerInfo, LeaderAndIsr
+from ..zk.znodes import BrokerInfo, ConfigType, LeaderAndIsr
 from .apis import SUPPORTED, KafkaApis
 from .cluster_sync import ClusterSync
 from .compaction import CompactionRequests
@@ -42,7 +42,7 @@ from .config import BrokerConfig, parse_listener
 from .connection_quotas import ConnectionQuotas, CreationRates, RequestMemoryPool
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, is_password, listener_rates
 from .dynamic_listener import ListenerSslUpdater
-from .handlers.fetch_session import FetchSessionCache
+from .fetch_session import FetchSessionCache
 from .heap import HeapFreezer
 from .listener_security import inter_broker_security, listener_securities
 from .metadata_cache import MetadataCache
@@ -132,7 +132,7 @@ class KafkaServer:
             return
         self.replicas.update_topic_config(topic, config)
 
-    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """Where to reach a broker: its endpoint on inter.broker.listener.name."""
         info = self.cache.brokers.get(broker_id)
         return info.endpoint(self.config.endpoints.inter_broker) if info is not None else None
@@ -197,7 +197,7 @@ class KafkaServer:
     def _load_dynamic(self) -> None:
         """At start-up, before the logs load: both levels from ZooKeeper (zk thread)."""
         for entity in (str(self.config.broker_id), DEFAULT_ENTITY):
-            self.dynamic.update(entity, self.zk.get_entity_config("brokers", entity))
+            self.dynamic.update(entity, self.zk.get_entity_config(ConfigType.BROKER, entity))
 
     def _apply_dynamic(self) -> None:
         """Put the effective dynamic configs to work, as Kafka's reconfigurables do."""
@@ -261,7 +261,7 @@ class KafkaServer:
             lambda log_dir, reason: loop.call_soon_threadsafe(self._on_log_dir_failure, log_dir)
         )
         self.fetchers = ReplicaFetcherManager(
-            cfg.broker_id, cfg, self._broker_endpoint, self.inter_broker_security
+            cfg.broker_id, cfg, self.broker_endpoint, self.inter_broker_security
         )
         self.replicas = ReplicaManager(
             cfg.broker_id,
@@ -433,7 +433,7 @@ class KafkaServer:
             return await asyncio.wrap_future(
                 self.controller.submit("controlled_shutdown", self.config.broker_id)
             )
-        endpoint = self._broker_endpoint(controller_id)
+        endpoint = self.broker_endpoint(controller_id)
         if endpoint is None:
             return None
         conn = BrokerConnection(

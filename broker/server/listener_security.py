@@ -39,7 +39,7 @@ from ..security.sasl_plain import PlainServer
 from ..security.sasl_scram import ScramServer
 from ..security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from ..security.ssl_factory import SslConfigError, broker_client_context, server_context
-from .config import KEYS, ConfigError
+from .config_keys import KEYS, ConfigError
 from .oauthbearer_listener import UNSECURED_HANDLER, oauth_validator
 
 if TYPE_CHECKING:

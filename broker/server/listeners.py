@@ -15,9 +15,13 @@ configs) is read and checked by ``listener_security.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..zk.znodes import SECURITY_PROTOCOL_IDS
-from .config import BrokerConfig, ConfigError, parse_listener
+from .config_keys import ConfigError, parse_listener
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
 
 
 @dataclass(frozen=True)

@@ -43,20 +43,19 @@ import logging
 import os
 import socket
 import ssl
-import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..protocol.framing import FrameDecoder, FrameSizeError
 from ..protocol.messages import ProtocolError
 from ..security.authenticator import SASL_MAX_RECEIVE_SIZE
 from ..security.principal import ANONYMOUS
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
 
 log = logging.getLogger(__name__)
-_SIZE = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -153,7 +152,7 @@ class Connection(asyncio.Protocol):
         self.ip = ip
         self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas
         self.peer = "?"
-        self._buf = bytearray()
+        self._decoder = FrameDecoder()  # its limits are set on each read: SASL or not
         self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
         self._worker: asyncio.Task | None = None
         self._outbox: deque = deque()  # responses held behind a future, in request order
@@ -244,26 +243,20 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self._held += len(data)
         self.server.memory_pool.take(len(data))
-        buf = self._buf
-        buf += data
-        max_size, min_size, key = self.server.max_request_size, 8, "socket.request.max.bytes"
+        decoder = self._decoder
         if self.authenticator is not None:  # raw SASL tokens may be short; none may be large
-            max_size, min_size = min(max_size, SASL_MAX_RECEIVE_SIZE), 0
-            key = "sasl.server.max.receive.size"
+            decoder.max_size = min(self.server.max_request_size, SASL_MAX_RECEIVE_SIZE)
+            decoder.min_size, decoder.limit_name = 0, "sasl.server.max.receive.size"
+        else:
+            decoder.max_size = self.server.max_request_size
+            decoder.min_size, decoder.limit_name = 8, "socket.request.max.bytes"
         arrived = time.perf_counter_ns()
-        pos = 0
-        end = len(buf)
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < min_size or size > max_size:
-                self.abort(f"request size {size} is outside [{min_size}, {key}={max_size}]")
-                return
-            if end - pos - 4 < size:
-                break
-            self._frames.append((bytes(buf[pos + 4 : pos + 4 + size]), arrived))
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
+        try:
+            frames = decoder.feed(data)
+        except FrameSizeError as exc:
+            self.abort(str(exc))
+            return
+        self._frames.extend([(frame, arrived) for frame in frames])
         if self._frames and (self._worker is None or self._worker.done()):
             self._worker = asyncio.ensure_future(self._work())
         if len(self._frames) >= self.server.queued_max_requests:
@@ -271,7 +264,7 @@ class Connection(asyncio.Protocol):
         pool = self.server.memory_pool
         # A request partly read goes on being read (so the pool cannot deadlock on
         # halves); a connection with none pending waits for memory to come back.
-        if pool.exhausted() and not buf:
+        if pool.exhausted() and not decoder.pending:
             self._mute("memory")
             pool.wait(self, lambda: self._unmute("memory"))
 

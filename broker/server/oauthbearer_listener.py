@@ -22,7 +22,7 @@ from ..security.jaas import JaasConfig
 from ..security.jwks import JwksCache
 from ..security.oauthbearer import TokenValidator
 from ..security.oauthbearer_tokens import UNSECURED_OPTIONS, JwtValidator, UnsecuredValidator
-from .config import ConfigError
+from .config_keys import ConfigError
 
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 UNSECURED_HANDLER = (

@@ -34,7 +34,7 @@ from ..quota.manager import (
     ClientQuotaManager,
     parse_entity_path,
 )
-from ..zk.znodes import ConfigEntityChangeNotificationZNode
+from ..zk.znodes import ConfigEntityChangeNotificationZNode, ConfigType
 from . import request_context
 
 if TYPE_CHECKING:
@@ -91,7 +91,9 @@ class QuotaConfigSync:
             except (ValueError, TypeError, AttributeError):
                 log.error("ignoring config change %s: not Kafka's JSON", name)
                 continue
-            if isinstance(entity, str) and entity.startswith(("users/", "clients/")):
+            if isinstance(entity, str) and entity.startswith(
+                (f"{ConfigType.USER}/", f"{ConfigType.CLIENT}/")
+            ):
                 self._reload(entity)
 
     def _reload(self, path: str) -> None:

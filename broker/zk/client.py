@@ -24,6 +24,7 @@ from .znodes import (
     CompactRequestZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
+    ConfigType,
     ConsumerOffsetZNode,
     ControllerEpochZNode,
     ControllerZNode,
@@ -234,7 +235,7 @@ class KafkaZkClient:
     def create_topic(self, topic: str, assignment: TopicAssignment, config: dict[str, str]) -> bool:
         """Write config then assignment in one transaction; False if the topic exists."""
         tx = self.zk.transaction()
-        config_path = ConfigEntityZNode.path("topics", topic)
+        config_path = ConfigEntityZNode.path(ConfigType.TOPIC, topic)
         if self.zk.exists(config_path):
             tx.set_data(config_path, ConfigEntityZNode.encode(config))
         else:
@@ -263,7 +264,7 @@ class KafkaZkClient:
     def delete_topic_znodes(self, topic: str) -> None:
         for path in (
             TopicZNode.path(topic),
-            ConfigEntityZNode.path("topics", topic),
+            ConfigEntityZNode.path(ConfigType.TOPIC, topic),
             DeleteTopicsZNode.topic_path(topic),
             CompactRequestZNode.topic_path(topic),  # its compaction requests and results
         ):
@@ -426,12 +427,13 @@ class KafkaZkClient:
 
     def quota_entity_paths(self) -> list[str]:
         """Every client quota entity: ``clients/c``, ``users/u``, ``users/u/clients/c``."""
-        paths = [f"clients/{c}" for c in self.config_children("clients")]
-        for user in self.config_children("users"):
-            paths.append(f"users/{user}")
-            paths += [
-                f"users/{user}/clients/{c}" for c in self.config_children(f"users/{user}/clients")
-            ]
+        client, user_type = ConfigType.CLIENT, ConfigType.USER
+        paths = [ConfigType.entity(client, c) for c in self.config_children(client)]
+        for user in self.config_children(user_type):
+            user_path = ConfigType.entity(user_type, user)
+            paths.append(user_path)
+            under = f"{user_path}/{client}"
+            paths += [ConfigType.entity(under, c) for c in self.config_children(under)]
         return paths
 
     def set_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:

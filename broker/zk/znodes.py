@@ -27,7 +27,7 @@ class ClusterZNode:
 
 
 class ClusterIdZNode:
-    path = "/cluster/id"
+    path = ClusterZNode.path + "/id"
 
     @staticmethod
     def encode(cluster_id: str) -> bytes:
@@ -48,7 +48,11 @@ class BrokersZNode:
 
 
 class BrokerIdsZNode:
-    path = "/brokers/ids"
+    path = BrokersZNode.path + "/ids"
+
+
+class BrokerSequenceIdZNode:
+    path = BrokersZNode.path + "/seqid"
 
 
 #: Kafka's SecurityProtocol names and ids (UpdateMetadata carries the ids)
@@ -85,7 +89,7 @@ class BrokerInfo:
 class BrokerIdZNode:
     @staticmethod
     def path(broker_id: int) -> str:
-        return f"/brokers/ids/{broker_id}"
+        return f"{BrokerIdsZNode.path}/{broker_id}"
 
     @staticmethod
     def encode(info: BrokerInfo) -> bytes:
@@ -125,7 +129,7 @@ class BrokerIdZNode:
 
 
 class TopicsZNode:
-    path = "/brokers/topics"
+    path = BrokersZNode.path + "/topics"
 
 
 @dataclass
@@ -141,7 +145,7 @@ class TopicAssignment:
 class TopicZNode:
     @staticmethod
     def path(topic: str) -> str:
-        return f"/brokers/topics/{topic}"
+        return f"{TopicsZNode.path}/{topic}"
 
     @staticmethod
     def new_topic_id() -> str:
@@ -194,7 +198,7 @@ class LeaderAndIsr:
 class TopicPartitionStateZNode:
     @staticmethod
     def path(topic: str, partition: int) -> str:
-        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+        return TopicPartitionZNode.path(topic, partition) + "/state"
 
     @staticmethod
     def encode(state: LeaderAndIsr) -> bytes:
@@ -223,7 +227,7 @@ class TopicPartitionStateZNode:
 class TopicPartitionsZNode:
     @staticmethod
     def path(topic: str) -> str:
-        return f"/brokers/topics/{topic}/partitions"
+        return TopicZNode.path(topic) + "/partitions"
 
 
 class TopicPartitionZNode:
@@ -231,7 +235,23 @@ class TopicPartitionZNode:
 
     @staticmethod
     def path(topic: str, partition: int) -> str:
-        return f"/brokers/topics/{topic}/partitions/{partition}"
+        return f"{TopicPartitionsZNode.path(topic)}/{partition}"
+
+
+class ConfigType:
+    """Kafka's ConfigType: the entity types under ``/config`` (and in change notifications)."""
+
+    TOPIC = "topics"
+    CLIENT = "clients"
+    USER = "users"
+    BROKER = "brokers"
+    IP = "ips"
+    PERSISTENT = (TOPIC, CLIENT, USER, BROKER)  # created at start-up, as Kafka does
+
+    @staticmethod
+    def entity(entity_type: str, name: str) -> str:
+        """``topics/orders``: an entity's path below ``/config`` (notifications name it so)."""
+        return f"{entity_type}/{name}"
 
 
 class ConfigEntityZNode:
@@ -240,13 +260,18 @@ class ConfigEntityZNode:
     root = "/config"
 
     @staticmethod
+    def type_path(entity_type: str) -> str:
+        """``/config/<type>``: the parent of every entity of that ``ConfigType``."""
+        return f"{ConfigEntityZNode.root}/{entity_type}"
+
+    @staticmethod
     def path(entity_type: str, name: str) -> str:
-        return f"/config/{entity_type}/{name}"
+        return f"{ConfigEntityZNode.type_path(entity_type)}/{name}"
 
     @staticmethod
     def entity(entity_path: str) -> str:
         """``topics/orders``, ``users/alice/clients/app`` or just ``users`` -> its znode."""
-        return f"/config/{entity_path}"
+        return f"{ConfigEntityZNode.root}/{entity_path}"
 
     @staticmethod
     def encode(config: dict[str, str]) -> bytes:
@@ -260,7 +285,7 @@ class ConfigEntityZNode:
 
 
 class ConfigEntityChangeNotificationZNode:
-    path = "/config/changes"
+    path = ConfigEntityZNode.root + "/changes"
     prefix = "config_change_"
 
     @staticmethod
@@ -300,15 +325,15 @@ class DelegationTokenAuthZNode:
     """``/delegation_token``; its ``tokens`` child holds secrets (Kafka's DelegationTokensZNode)."""
 
     path = "/delegation_token"
-    tokens_path = "/delegation_token/tokens"
+    tokens_path = path + "/tokens"
 
 
 class DeleteTopicsZNode:
-    path = "/admin/delete_topics"
+    path = AdminZNode.path + "/delete_topics"
 
     @staticmethod
     def topic_path(topic: str) -> str:
-        return f"/admin/delete_topics/{topic}"
+        return f"{DeleteTopicsZNode.path}/{topic}"
 
 
 class ProducerIdBlockZNode:
@@ -330,7 +355,7 @@ class ProducerIdBlockZNode:
 
 
 class PreferredReplicaElectionZNode:
-    path = "/admin/preferred_replica_election"
+    path = AdminZNode.path + "/preferred_replica_election"
 
     @staticmethod
     def encode(partitions: list[tuple[str, int]]) -> bytes:
@@ -347,7 +372,7 @@ class ReassignPartitionsZNode:
     """``/admin/reassign_partitions``: the reassignments in progress, Kafka's JSON
     ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``."""
 
-    path = "/admin/reassign_partitions"
+    path = AdminZNode.path + "/reassign_partitions"
 
     @staticmethod
     def encode(pending: dict[tuple[str, int], list[int]]) -> bytes:
@@ -385,11 +410,11 @@ class CompactRequestZNode:
     watched by every broker; each broker hosting a replica of those partitions compacts
     it now and writes ``results/<broker id>`` below (see docs/internal-interfaces.md)."""
 
-    path = "/admin/compact"
+    path = AdminZNode.path + "/compact"
 
     @staticmethod
     def topic_path(topic: str) -> str:
-        return f"/admin/compact/{topic}"
+        return f"{CompactRequestZNode.path}/{topic}"
 
     @staticmethod
     def encode(request: CompactRequest) -> bytes:
@@ -421,11 +446,11 @@ class CompactResultZNode:
 
     @staticmethod
     def results_path(topic: str) -> str:
-        return f"/admin/compact/{topic}/results"
+        return CompactRequestZNode.topic_path(topic) + "/results"
 
     @staticmethod
     def path(topic: str, broker_id: int) -> str:
-        return f"/admin/compact/{topic}/results/{broker_id}"
+        return f"{CompactResultZNode.results_path(topic)}/{broker_id}"
 
     @staticmethod
     def encode(request_id: str, broker_id: int, finished_ms: int, partitions: list[dict]) -> bytes:
@@ -582,18 +607,15 @@ class ConsumerOffsetZNode:
 
 
 PERSISTENT_PATHS = [
-    "/brokers/ids",
-    "/brokers/topics",
-    "/brokers/seqid",
-    "/config/changes",
-    "/config/topics",
-    "/config/clients",
-    "/config/users",
-    "/config/brokers",
-    "/admin/delete_topics",
-    "/isr_change_notification",
-    "/latest_producer_id_block",
-    "/log_dir_event_notification",
+    BrokerIdsZNode.path,
+    TopicsZNode.path,
+    BrokerSequenceIdZNode.path,
+    ConfigEntityChangeNotificationZNode.path,
+    *(ConfigEntityZNode.type_path(t) for t in ConfigType.PERSISTENT),
+    DeleteTopicsZNode.path,
+    IsrChangeNotificationZNode.path,
+    ProducerIdBlockZNode.path,
+    LogDirEventNotificationZNode.path,
     AclZNodes.literal_root,
     AclZNodes.extended_root + "/prefixed",
     AclChangeZNodes.literal_path,

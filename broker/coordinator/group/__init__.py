@@ -1,9 +1,9 @@
 """The group coordinator (Kafka's kafka.coordinator.group): classic consumer groups and
 their committed offsets, kept in the compacted internal topic ``__consumer_offsets``.
 
-- ``GroupCoordinator`` (coordinator.py + offsets.py): JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups,
-  OffsetDelete; static membership; asyncio timers for sessions and rebalances.
+- ``GroupCoordinator`` (coordinator.py + admin.py + liveness.py): JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+  DeleteGroups, OffsetDelete; static membership; asyncio timers for sessions and rebalances.
 - ``GroupMetadataManager`` (metadata_manager.py): the cache, writes (acks=all) and
   loads/unloads as leadership of ``__consumer_offsets`` partitions moves.
 - ``GroupMetadata`` / ``MemberMetadata`` (group.py, member.py): the state machine.

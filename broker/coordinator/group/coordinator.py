@@ -8,7 +8,7 @@ keep arriving) and a sync timer (members that do not SyncGroup in time are remov
 
 Everything here runs on the event loop and never awaits between checking and changing
 a group, which is what Kafka's group lock gives it. Offsets, descriptions and deletions
-are in ``GroupAdminMixin`` (offsets.py); heartbeats, session timeouts and LeaveGroup in
+are in ``GroupAdminMixin`` (admin.py); heartbeats, session timeouts and LeaveGroup in
 ``LivenessMixin`` (liveness.py).
 """
 
@@ -18,12 +18,12 @@ import asyncio
 import logging
 
 from ...protocol.errors import ErrorCode
+from .admin import GroupAdminMixin
 from .config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from .group import GroupMetadata, GroupState, JoinResult, SyncResult
 from .liveness import LivenessMixin
 from .member import MemberMetadata
 from .metadata_manager import GroupMetadataManager
-from .offsets import GroupAdminMixin
 
 log = logging.getLogger(__name__)
 E = ErrorCode

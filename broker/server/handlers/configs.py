@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...log.config import TOPIC_CONFIG_KEYS, ConfigSource, ConfigType, LogConfig
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import RequestHeader
+from ...zk.znodes import ConfigType as EntityType
 from .. import dynamic_config
 from ..dynamic_config import DEFAULT_ENTITY
 
@@ -92,7 +93,7 @@ async def _alter_topic(
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
     LogConfig.from_props(new, defaults=server.default_log_config)  # raises INVALID_CONFIG
     if not validate_only:
-        await asyncio.to_thread(server.zk.set_entity_config, "topics", name, new)
+        await asyncio.to_thread(server.zk.set_entity_config, EntityType.TOPIC, name, new)
 
 
 def _broker_entity(server: KafkaServer, name: str) -> str:
@@ -116,7 +117,7 @@ async def _alter_broker(
         await asyncio.to_thread(server.listener_ssl.contexts, new)
     stored = dynamic_config.encode_passwords(new, server.dynamic.secret)
     if not validate_only:
-        await asyncio.to_thread(server.zk.set_entity_config, "brokers", entity, stored)
+        await asyncio.to_thread(server.zk.set_entity_config, EntityType.BROKER, entity, stored)
 
 
 async def handle_alter_configs(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
@@ -200,7 +201,9 @@ async def handle_incremental_alter_configs(
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate config keys in one resource")
             if r.resource_type == BROKER:
                 entity = _broker_entity(server, r.resource_name)
-                stored = await asyncio.to_thread(server.zk.get_entity_config, "brokers", entity)
+                stored = await asyncio.to_thread(
+                    server.zk.get_entity_config, EntityType.BROKER, entity
+                )
                 current = dynamic_config.decode_passwords(stored, server.dynamic.secret)
                 new = _apply_ops(current, r.configs, _broker_value, dynamic_config.is_list)
                 await _alter_broker(server, r.resource_name, new, req.validate_only)

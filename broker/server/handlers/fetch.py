@@ -1,5 +1,5 @@
 """Fetch: long poll on min bytes / max wait, size limits, record data by sendfile,
-fetch sessions (KIP-227, see fetch_session.py), fetch from follower (KIP-392: from v11
+fetch sessions (KIP-227, see ../fetch_session.py), fetch from follower (KIP-392: from v11
 a consumer may read from a follower, and a leader with a replica selector may point it
 to one with preferred_read_replica), and down-conversion to message format v0/v1 for
 Fetch v0-v3 (Kafka's KafkaApis.maybeConvertFetchedData)."""
@@ -17,9 +17,9 @@ from ...protocol.messages import RequestHeader, ms
 from ...replica.manager import FetchResult
 from ...replica.partition import now_ms
 from ..authorization import fetch_denied
+from ..fetch_session import FetchSession
 from ..network import FileRegion
 from ..quotas import fetch_throttle
-from .fetch_session import FetchSession
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer

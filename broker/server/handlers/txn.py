@@ -18,7 +18,7 @@ from ...coordinator.transaction import TxnState
 from ...coordinator.transaction.metadata import STATE_NAMES
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, ms
-from .offsets_commit import _by_topic, _known, offsets_of_request
+from .group_offsets import _by_topic, _known, offsets_of_request
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -256,7 +256,7 @@ class TransactionMarkerChannel:
             conn = self._conns.get(broker_id)
             if conn is not None and conn.connected:
                 return conn
-            endpoint = self.server._broker_endpoint(broker_id)
+            endpoint = self.server.broker_endpoint(broker_id)
             if endpoint is None:
                 raise OSError(f"broker {broker_id} is not alive")
             client_id = f"broker-{self.server.config.broker_id}-txn"

@@ -38,9 +38,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...protocol.errors import ErrorCode
-from ...replica.partition import ParkedFetches
-from ...replica.rounds import share_due
+from ..protocol.errors import ErrorCode
+from ..replica.partition import ParkedFetches
+from ..replica.rounds import share_due
 
 FINAL_EPOCH = -1  # sessionless (or: close the session named)
 INITIAL_EPOCH = 0  # a full fetch that opens a session

@@ -1,4 +1,4 @@
-"""ListOffsets (earliest, latest, max timestamp, by timestamp) and DeleteRecords."""
+"""ListOffsets v1+ (earliest, latest, max timestamp, by timestamp; v0 in list_offsets_v0)."""
 
 from __future__ import annotations
 
@@ -66,56 +66,3 @@ async def handle_list_offsets(server: KafkaServer, header: RequestHeader, req: A
                 answers.append(OffsetAnswer(p.partition_index, int(exc.code), -1, -1, -1))
         topics.append((t.name, answers))
     return encode_list_offsets_response(header.api_version, header.correlation_id, topics)
-
-
-async def handle_delete_records(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    topics = []
-    for t in req.topics:
-        partitions = []
-        for p in t.partitions:
-            try:
-                part = server.replicas.get_partition(t.name, p.partition_index)
-                log = part.require_leader()
-                offset = log.high_watermark if p.offset == -1 else p.offset
-                low = log.delete_records_before(offset)
-                partitions.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "low_watermark": low,
-                        "error_code": ErrorCode.none,
-                    }
-                )
-            except KafkaError as exc:
-                partitions.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "low_watermark": -1,
-                        "error_code": exc.code,
-                    }
-                )
-        topics.append({"name": t.name, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
-
-
-async def handle_offset_for_leader_epoch(
-    server: KafkaServer, header: RequestHeader, req: Any
-) -> dict:
-    """The leader's end offset for a follower's (or client's) last epoch (KIP-101/279)."""
-    topics = []
-    for t in req.topics:
-        partitions = []
-        for p in t.partitions:
-            entry = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            try:
-                part = server.replicas.get_partition(t.topic, p.partition)
-                log = part.require_leader()
-                part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))  # v2+
-                found = log.end_offset_for_epoch(p.leader_epoch)
-                if found is not None:
-                    entry["leader_epoch"], entry["end_offset"] = found
-                entry["error_code"] = ErrorCode.none
-            except KafkaError as exc:
-                entry["error_code"] = exc.code
-            partitions.append(entry)
-        topics.append({"topic": t.topic, "partitions": partitions})
-    return {"throttle_time": 0, "topics": topics}
