@@ -84,8 +84,12 @@ def test_each_client_is_told_the_addresses_of_its_own_listener(two_listeners, ex
     for broker in two_listeners.brokers:
         on_internal = f"127.0.0.1:{broker.port}"
         on_external = f"{EXTERNAL_HOST}:{external_ports[broker.id]}"
-        assert wait_until(lambda a=on_internal: _brokers_seen(a) == internal, what="internal") is True
-        assert wait_until(lambda a=on_external: _brokers_seen(a) == external, what="external") is True
+        assert (
+            wait_until(lambda a=on_internal: _brokers_seen(a) == internal, what="internal") is True
+        )
+        assert (
+            wait_until(lambda a=on_external: _brokers_seen(a) == external, what="external") is True
+        )
 
 
 def test_records_and_group_coordinator_through_the_external_listener(two_listeners, external_ports):
