@@ -308,11 +308,14 @@ def app_env(state_dir: Path) -> dict[str, str]:
     }
 
 
-def ensure_scram_users(state_dir: Path, zk_connect: str) -> list[str]:
+def ensure_scram_users(state_dir: Path, zk_connect: str, zk_login: bool = True) -> list[str]:
     """Write each stack user's SCRAM-SHA-512 credential to ``/config/users/<user>``
     unless the one there already matches its password (other keys, e.g. quotas, stay).
-    Returns the users written."""
-    zk = KafkaZkClient(zk_connect, credentials=zookeeper_credentials(state_dir), set_acl=True)
+    ``zk_login``: log in to ZooKeeper as the stack's `kafka` user and write with its
+    ACLs (the secure stack's ZooKeeper takes nothing else); False for a ZooKeeper
+    without SASL. Returns the users written."""
+    credentials = zookeeper_credentials(state_dir) if zk_login else None
+    zk = KafkaZkClient(zk_connect, credentials=credentials, set_acl=zk_login)
     zk.start()
     written = []
     try:
