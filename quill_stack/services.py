@@ -203,6 +203,42 @@ def zookeeper_spec(
     )
 
 
+ZOOKEEPER_PEER_PORT = 2888  # zoo.cfg server.N=host:2888:3888, Kafka's docs' numbers
+ZOOKEEPER_ELECTION_PORT = 3888
+
+
+def zookeeper_ensemble_spec(
+    state_dir: Path,
+    myid: int,
+    members: Mapping[int, str],
+    port: int = 2181,
+    settings: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+) -> ServiceSpec:
+    """One server of a ZooKeeper ensemble: `members` maps each myid to its host (each on
+    its own address, so every server uses `port` and the 2888/3888 quorum ports). The
+    zoo.cfg gets Kafka's server.N lines and the data dir its myid file; the server runs
+    ZooKeeper's QuorumPeerMain."""
+    name = f"zookeeper-{myid}"
+    host = members[myid]
+    servers = {
+        f"server.{n}": f"{h}:{ZOOKEEPER_PEER_PORT}:{ZOOKEEPER_ELECTION_PORT}"
+        for n, h in sorted(members.items())
+    }
+    ensemble = {"initLimit": "10", "syncLimit": "5", **(settings or {}), **servers}
+    spec = zookeeper_spec(state_dir, port, host, name, ensemble, log_path)
+    spec.argv[spec.argv.index("org.apache.zookeeper.server.ZooKeeperServerMain")] = (
+        "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+    )
+    spec.files[state_dir / name / "data" / "myid"] = f"{myid}\n"
+    return spec
+
+
+def ensemble_connect(members: Mapping[int, str], port: int = 2181, chroot: str = "") -> str:
+    """zookeeper.connect for an ensemble: host1:port,host2:port,host3:port[/chroot]."""
+    return ",".join(f"{h}:{port}" for _, h in sorted(members.items())) + chroot
+
+
 # ---------------------------------------------------------------- Redis
 
 
