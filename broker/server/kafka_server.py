@@ -143,8 +143,14 @@ class KafkaServer:
                 st.zk_version,
             )
             return False
-        if part.state is st:
-            st.isr, st.zk_version = list(new_isr), version
+        current = part.state  # a same-epoch state may have replaced `st` meanwhile: the
+        # written ISR is still ZooKeeper's, and the HW must count every broker in it
+        if current is st or (
+            current is not None
+            and current.leader_epoch == st.leader_epoch
+            and current.zk_version < version
+        ):
+            current.isr, current.zk_version = list(new_isr), version
         part.pending_isr = None
         await asyncio.to_thread(self.zk.notify_isr_change, [(part.topic, part.index)])
         return True
