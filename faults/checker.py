@@ -21,6 +21,7 @@ class Report:
     aborted_reads: list = field(default_factory=list)  # read_committed saw an aborted txn
     offsets_backwards: list = field(default_factory=list)  # a group's committed offset fell
     diverged: list = field(default_factory=list)  # convergence failures (faults.converge)
+    fatal: list = field(default_factory=list)  # producers that failed fatally (not a violation)
 
     @property
     def ok(self) -> bool:
@@ -31,7 +32,7 @@ class Report:
     def summary(self) -> str:
         parts = [f"records={self.records}"]
         for name in ("lost", "duplicated", "unexpected", "reordered", "misplaced",
-                     "aborted_reads", "offsets_backwards", "diverged"):  # fmt: skip
+                     "aborted_reads", "offsets_backwards", "diverged", "fatal"):  # fmt: skip
             items = getattr(self, name)
             if items:
                 parts.append(f"{name}={len(items)} e.g. {items[:5]}")
@@ -45,7 +46,10 @@ def check_log(produced: list[dict], txns: list[dict], read: list[dict]) -> Repor
     seen = Counter(r["v"] for r in read if "v" in r)
     where = {r["v"]: (r["p"], r["o"]) for r in read if "v" in r}
     report.duplicated = sorted(v for v, n in seen.items() if n > 1)
-    sent = {r["v"] for r in produced}
+    sent = {r["v"] for r in produced if "v" in r}
+    for r in produced:  # every record handed to a producer, reported on or not
+        if "sent" in r:
+            sent.update(f"{r['writer']}-{i}" for i in range(r["sent"]))
     acked = [r for r in produced if "o" in r]
     report.records = len(acked)
     for r in acked:
@@ -62,6 +66,7 @@ def check_log(produced: list[dict], txns: list[dict], read: list[dict]) -> Repor
     report.aborted_reads = sorted(v for v in seen if v in aborted)
     sent |= committed | aborted | unknown
     report.unexpected = sorted(v for v in seen if v not in sent)
+    report.fatal = [r["fatal"] for r in produced if "fatal" in r]
     return report
 
 

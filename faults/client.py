@@ -26,10 +26,9 @@ def emit(**fields) -> None:
 
 
 def produce(args) -> None:
-    producer = Producer({
-        "bootstrap.servers": args.bootstrap, "enable.idempotence": True, "acks": "all",
-        "message.timeout.ms": args.timeout_ms, "linger.ms": 5,
-    })  # fmt: skip
+    """acks=all, idempotent; a producer that fails fatally (an application would start
+    another) is replaced, and the failure recorded. Ends with {"sent": n, "writer"}: the
+    records writer-0 .. writer-(n-1) were handed to a producer, acknowledged or not."""
 
     def report(err, msg):
         value = msg.value().decode()
@@ -40,13 +39,24 @@ def produce(args) -> None:
 
     end = time.monotonic() + args.seconds
     seq = 0
-    while time.monotonic() < end:
-        value = f"{args.writer}-{seq}"
-        producer.produce(args.topic, value.encode(), partition=seq % args.partitions,
-                         on_delivery=report)  # fmt: skip
-        seq += 1
-        producer.poll(1.0 / args.rate)
-    producer.flush(args.timeout_ms / 1000 + 5)
+    try:
+        while time.monotonic() < end:
+            producer = Producer({
+                "bootstrap.servers": args.bootstrap, "enable.idempotence": True,
+                "acks": "all", "message.timeout.ms": args.timeout_ms, "linger.ms": 5,
+            })  # fmt: skip
+            try:
+                while time.monotonic() < end:
+                    value = f"{args.writer}-{seq}"
+                    producer.produce(args.topic, value.encode(), partition=seq % args.partitions,
+                                     on_delivery=report)  # fmt: skip
+                    seq += 1
+                    producer.poll(1.0 / args.rate)
+                producer.flush(args.timeout_ms / 1000 + 5)
+            except KafkaException as exc:
+                emit(fatal=str(exc.args[0]), t=time.time())
+    finally:
+        emit(sent=seq, writer=args.writer)
 
 
 def transactions(args) -> None:

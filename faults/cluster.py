@@ -64,9 +64,9 @@ class HostCluster:
         self.net, self.state_dir = net, state_dir
         self.session_timeout_ms = session_timeout_ms
         zk_hosts = {n: net.add_host(f"zk{n}") for n in range(1, n_zk + 1)}
-        members = {n: h.address for n, h in zk_hosts.items()}
-        self.zk_connect = services.ensemble_connect(members, ZK_PORT, CHROOT)
-        self.zk_root = services.ensemble_connect(members, ZK_PORT)
+        members = {n: services.EnsembleMember(h.address, ZK_PORT) for n, h in zk_hosts.items()}
+        self.zk_connect = services.ensemble_connect(members, CHROOT)
+        self.zk_root = services.ensemble_connect(members)
         self.zookeepers = [
             Node("zookeeper", n, h, self._zk_spec(n, members), state_dir)
             for n, h in zk_hosts.items()
@@ -91,12 +91,12 @@ class HostCluster:
         self.clients = [net.add_host(f"c{n}") for n in range(1, 3)]
         self._zk: KafkaZkClient | None = None
 
-    def _zk_spec(self, myid: int, members: dict[int, str]):
+    def _zk_spec(self, myid: int, members: dict[int, services.EnsembleMember]):
         if len(members) == 1:
             return services.zookeeper_spec(
-                self.state_dir, ZK_PORT, members[myid], "zookeeper-1", ZK_SETTINGS
+                self.state_dir, ZK_PORT, members[myid].host, "zookeeper-1", ZK_SETTINGS
             )
-        return services.zookeeper_ensemble_spec(self.state_dir, myid, members, ZK_PORT, ZK_SETTINGS)
+        return services.zookeeper_ensemble_spec(self.state_dir, myid, members, ZK_SETTINGS)
 
     @property
     def nodes(self) -> list[Node]:

@@ -114,5 +114,6 @@ def _run(cluster, out, faults, rng, hold_s, recover_s, log) -> RunResult:
 
 def _merge(into: checker.Report, other: checker.Report) -> None:
     into.records += other.records
-    for name in ("lost", "duplicated", "unexpected", "reordered", "misplaced", "aborted_reads"):
+    names = ("lost", "duplicated", "unexpected", "reordered", "misplaced", "aborted_reads", "fatal")
+    for name in names:
         getattr(into, name).extend(getattr(other, name))

@@ -203,30 +203,35 @@ def zookeeper_spec(
     )
 
 
-ZOOKEEPER_PEER_PORT = 2888  # zoo.cfg server.N=host:2888:3888, Kafka's docs' numbers
-ZOOKEEPER_ELECTION_PORT = 3888
+@dataclass(frozen=True)
+class EnsembleMember:
+    """Where one ZooKeeper server of an ensemble listens: clients, followers (peer) and
+    leader election (Kafka's docs' zoo.cfg: server.N=host:2888:3888)."""
+
+    host: str
+    client_port: int = 2181
+    peer_port: int = 2888
+    election_port: int = 3888
 
 
 def zookeeper_ensemble_spec(
     state_dir: Path,
     myid: int,
-    members: Mapping[int, str],
-    port: int = 2181,
+    members: Mapping[int, EnsembleMember],
     settings: Mapping[str, str] | None = None,
     log_path: Path | None = None,
 ) -> ServiceSpec:
-    """One server of a ZooKeeper ensemble: `members` maps each myid to its host (each on
-    its own address, so every server uses `port` and the 2888/3888 quorum ports). The
-    zoo.cfg gets Kafka's server.N lines and the data dir its myid file; the server runs
+    """One server of a ZooKeeper ensemble (`members`: every server by its myid). The
+    zoo.cfg gets the server.N lines and the data dir its myid file; the server runs
     ZooKeeper's QuorumPeerMain."""
     name = f"zookeeper-{myid}"
-    host = members[myid]
+    me = members[myid]
     servers = {
-        f"server.{n}": f"{h}:{ZOOKEEPER_PEER_PORT}:{ZOOKEEPER_ELECTION_PORT}"
-        for n, h in sorted(members.items())
+        f"server.{n}": f"{m.host}:{m.peer_port}:{m.election_port}"
+        for n, m in sorted(members.items())
     }
     ensemble = {"initLimit": "10", "syncLimit": "5", **(settings or {}), **servers}
-    spec = zookeeper_spec(state_dir, port, host, name, ensemble, log_path)
+    spec = zookeeper_spec(state_dir, me.client_port, me.host, name, ensemble, log_path)
     spec.argv[spec.argv.index("org.apache.zookeeper.server.ZooKeeperServerMain")] = (
         "org.apache.zookeeper.server.quorum.QuorumPeerMain"
     )
@@ -234,9 +239,18 @@ def zookeeper_ensemble_spec(
     return spec
 
 
-def ensemble_connect(members: Mapping[int, str], port: int = 2181, chroot: str = "") -> str:
-    """zookeeper.connect for an ensemble: host1:port,host2:port,host3:port[/chroot]."""
-    return ",".join(f"{h}:{port}" for _, h in sorted(members.items())) + chroot
+def ensemble_connect(members: Mapping[int, EnsembleMember], chroot: str = "") -> str:
+    """zookeeper.connect for an ensemble: host1:port1,host2:port2,host3:port3[/chroot]."""
+    return ",".join(f"{m.host}:{m.client_port}" for _, m in sorted(members.items())) + chroot
+
+
+def local_ensemble(host: str, zk_port: int, nodes: int) -> dict[int, EnsembleMember]:
+    """`nodes` servers on one host: client ports zk_port, zk_port+1, ..., quorum ports
+    2888+i and 3888+i."""
+    return {
+        n: EnsembleMember(host, zk_port + n - 1, 2888 + n - 1, 3888 + n - 1)
+        for n in range(1, nodes + 1)
+    }
 
 
 # ---------------------------------------------------------------- Redis
@@ -418,6 +432,13 @@ def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: in
     return value
 
 
+def _zk_nodes(env: Mapping[str, str]) -> int:
+    nodes = _env_int(env, "QUILL_ZK_NODES", 1, 1, 7)
+    if nodes % 2 == 0:
+        raise ConfigError(f"QUILL_ZK_NODES must be odd (a majority must survive), got {nodes}")
+    return nodes
+
+
 def _security(env: Mapping[str, str]) -> str:
     try:
         return secure.check_mode(env.get("QUILL_SECURITY", ""))
@@ -439,6 +460,7 @@ class StackConfig:
     services: tuple[str, ...] = ()  # empty: all
     metrics_base_port: int = 9404  # broker N serves /metrics on base + N - 1; 0: none
     security: str = secure.PLAINTEXT  # or secure.SASL_SSL (quill_stack/secure.py)
+    zk_nodes: int = 1  # 3 or 5: a ZooKeeper ensemble on zk_port, zk_port+1, ...
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -456,6 +478,7 @@ class StackConfig:
             services=services,
             metrics_base_port=_env_int(env, "QUILL_METRICS_BASE_PORT", 9404, 0, 65535),
             security=_security(env),
+            zk_nodes=_zk_nodes(env),
         )
 
     def to_json(self) -> dict:
@@ -474,6 +497,8 @@ class StackConfig:
 
     @property
     def zk_connect(self) -> str:
+        if self.zk_nodes > 1:
+            return ensemble_connect(local_ensemble(self.host, self.zk_port, self.zk_nodes))
         return f"{self.host}:{self.zk_port}"
 
     @property
@@ -508,10 +533,12 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
     settings["QUILL_METRICS_BASE_PORT"] = str(cfg.metrics_base_port)
     if cfg.security == secure.SASL_SSL:
         settings.update(secure.app_env(state))
-    specs = [
-        zookeeper_spec(state, cfg.zk_port, cfg.host),
-        redis_spec(state, cfg.redis_port, cfg.host),
-    ]
+    if cfg.zk_nodes > 1:
+        members = local_ensemble(cfg.host, cfg.zk_port, cfg.zk_nodes)
+        specs = [zookeeper_ensemble_spec(state, n, members) for n in members]
+    else:
+        specs = [zookeeper_spec(state, cfg.zk_port, cfg.host)]
+    specs.append(redis_spec(state, cfg.redis_port, cfg.host))
     for index in range(cfg.brokers):
         port = cfg.broker_base_port + index
         overrides = metrics_overrides(cfg.metrics_base_port, index)
