@@ -49,6 +49,7 @@ def run_once(state_dir: Path, faults: list[str], seed: int = 0, n_zk: int = 1,
         try:
             return _run(cluster, state_dir, faults, rng, hold_s, recover_s, log)
         finally:
+            Client.kill_all()
             cluster.stop()
 
 

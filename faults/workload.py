@@ -28,7 +28,10 @@ def create_topics(bootstrap: str) -> None:
 
 
 class Client:
-    """One faults.client process in a client host."""
+    """One faults.client process in a client host. Every client started is listed in
+    `Client.running` until it is waited for, so a run that fails can kill the rest."""
+
+    running: list[Client] = []
 
     def __init__(self, host: Host, out_dir: Path, name: str, *args: str):
         self.name = name
@@ -39,18 +42,26 @@ class Client:
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
                                          cwd=PROJECT_ROOT, start_new_session=True)  # fmt: skip
+        Client.running.append(self)
 
     def wait(self, timeout: float) -> int:
         try:
-            return self.proc.wait(timeout)
+            self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+            self.kill()
+        if self in Client.running:
+            Client.running.remove(self)
+        return self.proc.returncode
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+    @classmethod
+    def kill_all(cls) -> None:
+        while cls.running:
+            cls.running.pop().kill()
 
     def history(self) -> list[dict]:
         rows = []
