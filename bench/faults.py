@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         "every N runs (a soak stopped early still has one); 0: only at the end",
     )
     args = parser.parse_args(argv)
+    # SIGTERM (or SIGINT in a background job) ends the soak through the runs' cleanup
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
     unknown = set(kinds) - set(FAULTS)
     if unknown:
