@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     totals = Counter()
     per_kind = Counter()
     unwritable = defaultdict(list)
+    resumed = defaultdict(list)
     failed = []
     for n in range(args.runs):
         seed = args.seed + n
@@ -94,22 +95,26 @@ def main(argv: list[str] | None = None) -> int:
         for w in result.windows:
             per_kind[w.kind] += 1
             unwritable[w.kind].append(w.unwritable_s)
+            resumed[w.kind].append(w.resumed_s)
         print(f"  {report.summary()} unwritable "
-              f"{[round(w.unwritable_s, 1) for w in result.windows]} "
+              f"{[round(w.unwritable_s, 1) for w in result.windows]} resumed after heal "
+              f"{[round(w.resumed_s, 1) for w in result.windows]} "
               f"({time.monotonic() - began:.0f}s)", flush=True)  # fmt: skip
         if report.ok:
             shutil.rmtree(state, ignore_errors=True)
         else:
             failed.append((seed, chosen, report.summary()))
         if args.table_every and totals["runs"] % args.table_every == 0:
-            print_table(totals, per_kind, unwritable, args.session_ms / 1000 + 2)
-    print_table(totals, per_kind, unwritable, args.session_ms / 1000 + 2)
+            print_table(totals, per_kind, unwritable, resumed, args.session_ms / 1000 + 2)
+    print_table(totals, per_kind, unwritable, resumed, args.session_ms / 1000 + 2)
     for seed, chosen, what in failed:
         print(f"FAILED seed {seed} {chosen}: {what[:400]}")
     return 1 if failed else 0
 
 
-def print_table(totals: Counter, per_kind: Counter, unwritable: dict, target: float) -> None:
+def print_table(
+    totals: Counter, per_kind: Counter, unwritable: dict, resumed: dict, target: float
+) -> None:
     if not totals["runs"]:
         return
     print()
@@ -120,13 +125,14 @@ def print_table(totals: Counter, per_kind: Counter, unwritable: dict, target: fl
           f"| {totals['duplicated']} | {totals['aborted reads']} | {totals['other violations']} "
           f"| {totals['fatal']} |")  # fmt: skip
     print()
-    print(f"| fault | times | unwritable s (median) | (max) | over target {target:.0f} s |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| fault | times | unwritable s (median) | (max) | resumed after heal s (median) "
+          f"| (max) | over target {target:.0f} s |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for kind in sorted(per_kind):
-        values = unwritable[kind]
-        over = sum(v > target for v in values)
-        print(f"| {kind} | {per_kind[kind]} | {statistics.median(values):.1f} "
-              f"| {max(values):.1f} | {over} |")  # fmt: skip
+        gaps, after = unwritable[kind], resumed[kind]
+        over = sum(v > target for v in after)
+        print(f"| {kind} | {per_kind[kind]} | {statistics.median(gaps):.1f} | {max(gaps):.1f} "
+              f"| {statistics.median(after):.1f} | {max(after):.1f} | {over} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -113,3 +113,17 @@ def unwritable_seconds(acked: list[dict], start: float, end: float) -> float:
             points.append(min(after))
         longest = max([longest] + [b - a for a, b in zip(points, points[1:], strict=False)])
     return longest
+
+
+def resumed_after(acked: list[dict], moment: float, partitions: int) -> float:
+    """Seconds from `moment` (a fault healed) until every partition had acknowledged a
+    write again: the issue's target is zookeeper.session.timeout.ms + 2 s. A partition
+    with no acknowledged write after `moment` counts as never (infinity)."""
+    first: dict[int, float] = {}
+    for r in acked:
+        t = r.get("t")
+        if t is not None and t > moment and t < first.get(r["p"], float("inf")):
+            first[r["p"]] = t
+    if len(first) < partitions:
+        return float("inf")
+    return max(first.values()) - moment

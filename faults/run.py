@@ -24,7 +24,8 @@ class FaultWindow:
     what: str
     start: float
     healed: float
-    unwritable_s: float = 0.0
+    unwritable_s: float = 0.0  # the longest stretch without an ack on some partition
+    resumed_s: float = 0.0  # from the heal until every partition took a write again
 
 
 @dataclass
@@ -103,6 +104,7 @@ def _run(cluster, out, faults, rng, hold_s, recover_s, log) -> RunResult:
     acked = [r for r in produced if "o" in r]
     for w in windows:
         w.unwritable_s = checker.unwritable_seconds(acked, w.start, w.healed + recover_s)
+        w.resumed_s = checker.resumed_after(acked, w.healed, PARTITIONS)
     commits = [r for m in members for r in m.history() if "commit" in r]
     counts = {
         "acked": len(acked),

@@ -74,3 +74,9 @@ def test_committed_offsets_moving_backwards_are_caught():
 def test_unwritable_seconds_is_the_longest_gap_around_a_fault():
     acked = [_acked(f"w1-{i}", 0, i, t) for i, t in enumerate([1.0, 2.0, 9.0, 9.5])]
     assert checker.unwritable_seconds(acked, start=2.5, end=8.0) == 7.0
+
+
+def test_resumed_after_waits_for_every_partition():
+    acked = [_acked("a", 0, 0, 1.0), _acked("b", 0, 1, 5.5), _acked("c", 1, 0, 7.0)]
+    assert checker.resumed_after(acked, 5.0, partitions=2) == 2.0
+    assert checker.resumed_after(acked, 5.0, partitions=3) == float("inf")
