@@ -41,6 +41,7 @@ def config_env(cfg: StackConfig) -> dict[str, str]:
         "QUILL_BROKERS": str(cfg.brokers),
         "QUILL_HOST": cfg.host,
         "QUILL_ZK_PORT": str(cfg.zk_port),
+        "QUILL_ZK_NODES": str(cfg.zk_nodes),
         "QUILL_REDIS_PORT": str(cfg.redis_port),
         "QUILL_BROKER_BASE_PORT": str(cfg.broker_base_port),
         "QUILL_CONSOLE_PORT": str(cfg.console_port),

@@ -219,6 +219,56 @@ def zookeeper_spec(
     )
 
 
+@dataclass(frozen=True)
+class EnsembleMember:
+    """Where one ZooKeeper server of an ensemble listens: clients, followers (peer) and
+    leader election (Kafka's docs' zoo.cfg: server.N=host:2888:3888)."""
+
+    host: str
+    client_port: int = 2181
+    peer_port: int = 2888
+    election_port: int = 3888
+
+
+def zookeeper_ensemble_spec(
+    state_dir: Path,
+    myid: int,
+    members: Mapping[int, EnsembleMember],
+    settings: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+) -> ServiceSpec:
+    """One server of a ZooKeeper ensemble (`members`: every server by its myid). The
+    zoo.cfg gets the server.N lines and the data dir its myid file; the server runs
+    ZooKeeper's QuorumPeerMain."""
+    name = f"zookeeper-{myid}"
+    me = members[myid]
+    servers = {
+        f"server.{n}": f"{m.host}:{m.peer_port}:{m.election_port}"
+        for n, m in sorted(members.items())
+    }
+    ensemble = {"initLimit": "10", "syncLimit": "5", **(settings or {}), **servers}
+    spec = zookeeper_spec(state_dir, me.client_port, me.host, name, ensemble, log_path)
+    spec.argv[spec.argv.index("org.apache.zookeeper.server.ZooKeeperServerMain")] = (
+        "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+    )
+    spec.files[state_dir / name / "data" / "myid"] = f"{myid}\n"
+    return spec
+
+
+def ensemble_connect(members: Mapping[int, EnsembleMember], chroot: str = "") -> str:
+    """zookeeper.connect for an ensemble: host1:port1,host2:port2,host3:port3[/chroot]."""
+    return ",".join(f"{m.host}:{m.client_port}" for _, m in sorted(members.items())) + chroot
+
+
+def local_ensemble(host: str, zk_port: int, nodes: int) -> dict[int, EnsembleMember]:
+    """`nodes` servers on one host: client ports zk_port, zk_port+1, ..., quorum ports
+    2888+i and 3888+i."""
+    return {
+        n: EnsembleMember(host, zk_port + n - 1, 2888 + n - 1, 3888 + n - 1)
+        for n in range(1, nodes + 1)
+    }
+
+
 # ---------------------------------------------------------------- Redis
 
 
@@ -452,6 +502,18 @@ def _sasl_mechanisms(env: Mapping[str, str]) -> str:
     return ",".join(mechanisms)
 
 
+def _zk_nodes(env: Mapping[str, str]) -> int:
+    nodes = _env_int(env, "QUILL_ZK_NODES", 1, 1, 7)
+    if nodes % 2 == 0:
+        raise ConfigError(f"QUILL_ZK_NODES must be odd (a majority must survive), got {nodes}")
+    if nodes > 1 and _security(env) == secure.SASL_SSL:
+        raise ConfigError(
+            "QUILL_ZK_NODES > 1 is not offered with QUILL_SECURITY=sasl_ssl yet: the ensemble's "
+            "servers take no SASL logins; run one ZooKeeper (QUILL_ZK_NODES=1) there"
+        )
+    return nodes
+
+
 def _security(env: Mapping[str, str]) -> str:
     try:
         return secure.check_mode(env.get("QUILL_SECURITY", ""))
@@ -477,6 +539,7 @@ class StackConfig:
     oauth_jwks_url: str = ""  # OAUTHBEARER with OIDC tokens; unsecured tokens without
     oauth_issuer: str = ""
     oauth_audience: str = ""
+    zk_nodes: int = 1  # 3 or 5: a ZooKeeper ensemble on zk_port, zk_port+1, ...
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StackConfig:
@@ -498,6 +561,7 @@ class StackConfig:
             oauth_jwks_url=env.get("QUILL_OAUTH_JWKS_URL", "").strip(),
             oauth_issuer=env.get("QUILL_OAUTH_ISSUER", "").strip(),
             oauth_audience=env.get("QUILL_OAUTH_AUDIENCE", "").strip(),
+            zk_nodes=_zk_nodes(env),
         )
 
     @property
@@ -523,6 +587,8 @@ class StackConfig:
 
     @property
     def zk_connect(self) -> str:
+        if self.zk_nodes > 1:
+            return ensemble_connect(local_ensemble(self.host, self.zk_port, self.zk_nodes))
         return f"{self.host}:{self.zk_port}"
 
     @property
@@ -562,10 +628,12 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
     if cfg.security == secure.SASL_SSL:
         settings.update(secure.app_env(state))
         zk_users, redis_password = secure.zookeeper_users(state), secure.redis_password(state)
-    specs = [
-        zookeeper_spec(state, cfg.zk_port, cfg.host, sasl_users=zk_users),
-        redis_spec(state, cfg.redis_port, cfg.host, password=redis_password),
-    ]
+    if cfg.zk_nodes > 1:
+        members = local_ensemble(cfg.host, cfg.zk_port, cfg.zk_nodes)
+        specs = [zookeeper_ensemble_spec(state, n, members) for n in members]
+    else:
+        specs = [zookeeper_spec(state, cfg.zk_port, cfg.host, sasl_users=zk_users)]
+    specs.append(redis_spec(state, cfg.redis_port, cfg.host, password=redis_password))
     for index in range(cfg.brokers):
         port = cfg.broker_base_port + index
         overrides = metrics_overrides(cfg.metrics_base_port, index)

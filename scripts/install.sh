@@ -12,7 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # openssl: the tests sign a SHA-1 certificate with its CLI; gcc, python3-dev: twofish (a
 # dependency of pyjks, for JKS keystores) is built from source, having no wheel
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev)
+# iproute2, iptables: the fault-injection harness (faults/) makes hosts of network namespaces
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}

@@ -156,6 +156,14 @@ class ReplicaManager:
                     state.isr,
                     part.log.log_end_offset,
                 )
+            elif 0 <= state.zk_version < old.zk_version:
+                # older than the ISR we wrote since (a request built before our write):
+                # taking it would shrink our ISR below ZooKeeper's, and the HW would then
+                # move without a replica the controller may elect
+                log.info(
+                    "%s-%d: ignoring a state at zk version %d; ours is %d (ISR %s)",
+                    topic, index, state.zk_version, old.zk_version, old.isr,
+                )  # fmt: skip
             else:
                 part.state = state  # an ISR change of ours (or the controller's) came back
                 if part.pending_isr is not None and sorted(state.isr) == sorted(part.pending_isr):

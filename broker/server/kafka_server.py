@@ -160,8 +160,14 @@ class KafkaServer:
                 st.zk_version,
             )
             return False
-        if part.state is st:
-            st.isr, st.zk_version = list(new_isr), version
+        current = part.state  # a same-epoch state may have replaced `st` meanwhile: the
+        # written ISR is still ZooKeeper's, and the HW must count every broker in it
+        if current is st or (
+            current is not None
+            and current.leader_epoch == st.leader_epoch
+            and current.zk_version < version
+        ):
+            current.isr, current.zk_version = list(new_isr), version
         part.pending_isr = None
         self.isr_changes.record(part.topic, part.index)  # told to the controller in batches
         return True

@@ -1,0 +1,74 @@
+"""After the faults: the cluster converges. One live leader per partition, the ISR
+within the replicas and back to full size, and every in-sync replica's log equal to the
+leader's up to the high watermark (compared with quill-dump-log, record by record).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from confluent_kafka import Consumer, TopicPartition
+
+from faults.cluster import HostCluster
+
+
+def settled(cluster: HostCluster, topic: str) -> bool:
+    """Every partition led by a live broker with every replica back in the ISR."""
+    states = cluster.partition_states(topic)
+    assignment = cluster.zk().get_topic_assignment(topic)
+    if not states or assignment is None:
+        return False
+    live = set(cluster.zk().zk.get_children("/brokers/ids"))
+    for p, state in states.items():
+        replicas = assignment.partitions[p]
+        if str(state.leader) not in live or set(state.isr) != set(replicas):
+            return False
+    return True
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "faults-converge"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 30)[1]
+                for p in range(partitions)}  # fmt: skip
+    finally:
+        consumer.close()
+
+
+def replica_records(cluster: HostCluster, broker_id: int, topic: str, p: int, below: int):
+    """The record lines of quill-dump-log for one replica, offsets below `below`."""
+    log_dir = cluster.broker(broker_id).proc.spec.dirs[0] / f"{topic}-{p}"
+    segments = sorted(str(f) for f in log_dir.glob("*.log"))
+    if not segments:
+        return []
+    out = subprocess.run(
+        [sys.executable, "-m", "broker.cli.dump_log", "--files", ",".join(segments),
+         "--print-data-log"], capture_output=True, text=True, timeout=120, check=False,
+    ).stdout  # fmt: skip
+    lines = []
+    for line in out.splitlines():
+        if line.startswith("| offset: "):
+            if int(line.split()[2]) < below:
+                lines.append(line)
+    return lines
+
+
+def diverged(cluster: HostCluster, topic: str, partitions: int) -> list:
+    """Partitions whose in-sync replicas' logs differ from the leader's below the HW."""
+    hws = high_watermarks(cluster.bootstrap, topic, partitions)
+    bad = []
+    for p, state in cluster.partition_states(topic).items():
+        leader_log = replica_records(cluster, state.leader, topic, p, hws[p])
+        if len(leader_log) == 0 and hws[p] > 0:
+            bad.append((topic, p, "leader has no records below the HW", hws[p]))
+        for replica in state.isr:
+            if replica == state.leader:
+                continue
+            other = replica_records(cluster, replica, topic, p, hws[p])
+            if other != leader_log:
+                first = next((i for i, (a, b) in enumerate(zip(leader_log, other, strict=False))
+                              if a != b), min(len(leader_log), len(other)))  # fmt: skip
+                bad.append((topic, p, f"broker {replica} differs from leader {state.leader} "
+                            f"at record {first} (hw {hws[p]})"))  # fmt: skip
+    return bad

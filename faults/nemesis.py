@@ -1,0 +1,145 @@
+"""Faults: what goes wrong on a HostCluster, and how each is healed.
+
+A fault is `Fault(kind, start, heal)`: `start()` breaks something and returns a
+description; `heal()` puts it right (restart, SIGCONT, flush the rules). Partitions drop
+packets with iptables inside the isolated hosts' namespaces (both directions), netem
+slows and loses packets on a host's link.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from faults.cluster import HostCluster, Node
+from faults.netns import Host
+
+TOPIC_OF_LEADER = "faults"  # the topic whose partition-0 leader the targeted faults pick
+
+
+@dataclass
+class Fault:
+    kind: str
+    start: Callable[[], str]
+    heal: Callable[[], None]
+
+
+def isolate(host: Host, peers: list[Host]) -> None:
+    """Drop every packet between `host` and each of `peers`."""
+    for peer in peers:
+        host.ns("iptables", "-A", "INPUT", "-s", peer.address, "-j", "DROP")
+        host.ns("iptables", "-A", "OUTPUT", "-d", peer.address, "-j", "DROP")
+
+
+def heal_network(cluster: HostCluster) -> None:
+    for host in cluster.net.hosts.values():
+        host.ns("iptables", "-F", check=False)
+        host.ns("tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+
+
+def _leader(cluster: HostCluster) -> Node:
+    leader = cluster.wait(lambda: cluster.leader(TOPIC_OF_LEADER, 0), 60)
+    return cluster.broker(leader)
+
+
+def _hosts(nodes: list[Node]) -> list[Host]:
+    return [n.host for n in nodes]
+
+
+def _on_broker(cluster: HostCluster, target: str, kind: str, verb: str, act, undo) -> Fault:
+    """A fault on one broker process: the leader of faults-0, or the controller."""
+    node: list[Node] = []
+
+    def start() -> str:
+        victim = _leader(cluster) if target == "leader" else cluster.broker(cluster.controller())
+        node.append(victim)
+        act(victim)
+        return f"{verb} {victim.name} ({target})"
+
+    return Fault(f"{kind}-{target}", start, lambda: undo(node[0]))
+
+
+def kill(cluster: HostCluster, rng: random.Random, target: str = "leader") -> Fault:
+    """kill -9 a broker; restart it on heal."""
+    return _on_broker(cluster, target, "kill", "kill -9", Node.kill, Node.start)
+
+
+def pause(cluster: HostCluster, rng: random.Random, target: str = "leader") -> Fault:
+    """SIGSTOP a broker for longer than the session timeout: it comes back a zombie
+    (its session gone, its controller epoch or leader epoch stale)."""
+    return _on_broker(cluster, target, "pause", "SIGSTOP", Node.pause, Node.resume)
+
+
+def partition(cluster: HostCluster, rng: random.Random, kind: str) -> Fault:
+    def start() -> str:
+        zks, brokers = cluster.zookeepers, cluster.brokers
+        if kind == "zk-minority":
+            cut = rng.sample(zks, (len(zks) - 1) // 2)
+            for zk in cut:
+                isolate(zk.host, [h for h in cluster.net.hosts.values() if h != zk.host])
+            return f"ZooKeeper minority {[z.name for z in cut]} cut off"
+        if kind == "zk-majority":
+            cut = rng.sample(zks, len(zks) // 2 + 1)
+            for zk in cut:
+                isolate(zk.host, [h for h in cluster.net.hosts.values() if h != zk.host])
+            return f"ZooKeeper majority {[z.name for z in cut]} cut off"
+        if kind == "bridge":
+            # two halves that each see the middle broker but not each other
+            nodes = rng.sample(cluster.nodes, len(cluster.nodes))
+            middle, half = nodes[0], (len(nodes) - 1) // 2
+            left, right = nodes[1 : 1 + half], nodes[1 + half :]
+            for node in left:
+                isolate(node.host, _hosts(right))
+            return f"bridge: {[n.name for n in left]} | {middle.name} | {[n.name for n in right]}"
+        leader = _leader(cluster)
+        others = [b for b in brokers if b is not leader]
+        if kind == "leader-zk":
+            isolate(leader.host, _hosts(zks))
+        elif kind == "leader-followers":
+            isolate(leader.host, _hosts(others))
+        elif kind == "leader-all-but-clients":
+            isolate(leader.host, _hosts(zks) + _hosts(others))
+        else:
+            raise ValueError(f"unknown partition {kind}")
+        return f"{kind}: {leader.name} isolated"
+
+    return Fault(f"partition-{kind}", start, lambda: heal_network(cluster))
+
+
+def netem(cluster: HostCluster, rng: random.Random) -> Fault:
+    """50-200 ms delay and 5 % loss on every broker's and ZooKeeper's link (tc netem).
+    A kernel without netem (sch_netem) gets the loss alone, from iptables' statistic
+    match; it cannot delay packets."""
+
+    def start() -> str:
+        delays = []
+        for node in cluster.nodes:
+            delay = rng.randint(50, 200)
+            added = node.host.ns("tc", "qdisc", "add", "dev", "eth0", "root", "netem",
+                                 "delay", f"{delay}ms", "loss", "5%", check=False)  # fmt: skip
+            if added.returncode == 0:
+                delays.append(delay)
+                continue
+            node.host.ns("iptables", "-A", "OUTPUT", "-m", "statistic", "--mode", "random",
+                         "--probability", "0.05", "-j", "DROP")  # fmt: skip
+        if len(delays) == len(cluster.nodes):
+            return "netem delay 50-200ms loss 5% on every node"
+        return "5% loss on every node (iptables; no netem in this kernel, so no delay)"
+
+    return Fault("netem", start, lambda: heal_network(cluster))
+
+
+FAULTS: dict[str, Callable[[HostCluster, random.Random], Fault]] = {
+    "kill-leader": lambda c, r: kill(c, r, "leader"),
+    "kill-controller": lambda c, r: kill(c, r, "controller"),
+    "pause-leader": lambda c, r: pause(c, r, "leader"),
+    "pause-controller": lambda c, r: pause(c, r, "controller"),
+    "partition-leader-zk": lambda c, r: partition(c, r, "leader-zk"),
+    "partition-leader-followers": lambda c, r: partition(c, r, "leader-followers"),
+    "partition-leader-all-but-clients": lambda c, r: partition(c, r, "leader-all-but-clients"),
+    "partition-zk-minority": lambda c, r: partition(c, r, "zk-minority"),
+    "partition-zk-majority": lambda c, r: partition(c, r, "zk-majority"),
+    "partition-bridge": lambda c, r: partition(c, r, "bridge"),
+    "netem": netem,
+}

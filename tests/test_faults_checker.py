@@ -1,0 +1,82 @@
+"""The fault harness's checker (faults/checker.py) over hand-made histories: each of
+Jepsen's properties for a Kafka-like log is caught when broken and passes when kept."""
+
+from __future__ import annotations
+
+from faults import checker
+
+
+def _acked(value: str, p: int, o: int, t: float = 0.0) -> dict:
+    return {"v": value, "p": p, "o": o, "t": t}
+
+
+def _read(value: str, p: int, o: int) -> dict:
+    return {"v": value, "p": p, "o": o}
+
+
+PRODUCED = [
+    _acked("w1-0", 0, 0),
+    _acked("w1-1", 1, 0),
+    _acked("w1-2", 0, 1),
+    {"sent": 4, "writer": "w1"},
+]
+
+
+def test_every_acknowledged_record_read_once_in_place_passes():
+    read = [_read("w1-0", 0, 0), _read("w1-1", 1, 0), _read("w1-2", 0, 1), _read("w1-3", 1, 1)]
+    report = checker.check_log(PRODUCED, [], read)
+    assert report.ok, report.summary()
+    assert report.records == 3  # w1-3 was sent, never acknowledged: it may appear
+
+
+def test_lost_duplicated_unexpected_misplaced_are_caught():
+    read = [_read("w1-0", 0, 0), _read("w1-0", 0, 5), _read("w1-2", 0, 2), _read("x-9", 2, 0)]
+    report = checker.check_log(PRODUCED, [], read)
+    assert report.lost == ["w1-1"]
+    assert report.duplicated == ["w1-0"]
+    assert report.unexpected == ["x-9"]
+    assert [m[0] for m in report.misplaced] == ["w1-0", "w1-2"]
+    assert not report.ok
+
+
+def test_a_writer_acknowledged_out_of_order_is_caught():
+    produced = [_acked("w1-0", 0, 5), _acked("w1-2", 0, 4)]
+    report = checker.check_log(produced, [], [_read("w1-0", 0, 5), _read("w1-2", 0, 4)])
+    assert report.reordered == [(("w1", 0), (0, 5), (2, 4))]
+
+
+def test_read_committed_must_not_see_aborted_records():
+    txns = [
+        {"txn": 0, "vals": ["t1-0-0", "t1-0-1"], "outcome": "commit"},
+        {"txn": 1, "vals": ["t1-1-0"], "outcome": "abort"},
+        {"txn": 2, "vals": ["t1-2-0"], "outcome": "unknown"},
+    ]
+    read = [
+        _read("t1-0-0", 0, 0),
+        _read("t1-0-1", 1, 0),
+        _read("t1-1-0", 0, 2),
+        _read("t1-2-0", 2, 0),
+    ]
+    report = checker.check_log([], txns, read)
+    assert report.aborted_reads == ["t1-1-0"]
+    assert report.records == 2 and not report.lost and not report.unexpected
+    committed_lost = checker.check_log([], txns, read[2:])
+    assert committed_lost.lost == ["t1-0-0", "t1-0-1"]
+
+
+def test_committed_offsets_moving_backwards_are_caught():
+    watched = [{"p": 0, "o": 10, "t": 1}, {"p": 0, "o": 12, "t": 2}, {"p": 1, "o": 3, "t": 2},
+               {"p": 0, "o": 11, "t": 3}]  # fmt: skip
+    assert checker.check_offsets(watched) == [(0, 12, 11)]
+    assert checker.check_offsets(watched[:3]) == []
+
+
+def test_unwritable_seconds_is_the_longest_gap_around_a_fault():
+    acked = [_acked(f"w1-{i}", 0, i, t) for i, t in enumerate([1.0, 2.0, 9.0, 9.5])]
+    assert checker.unwritable_seconds(acked, start=2.5, end=8.0) == 7.0
+
+
+def test_resumed_after_waits_for_every_partition():
+    acked = [_acked("a", 0, 0, 1.0), _acked("b", 0, 1, 5.5), _acked("c", 1, 0, 7.0)]
+    assert checker.resumed_after(acked, 5.0, partitions=2) == 2.0
+    assert checker.resumed_after(acked, 5.0, partitions=3) == float("inf")
