@@ -29,10 +29,15 @@ RUN python3 -m venv /opt/quill \
 WORKDIR /app
 COPY pyproject.toml /app/
 COPY containers/requirements.py containers/install-app.sh /app/containers/
-# the dependencies alone: cached until pyproject.toml changes
+# the dependencies alone: cached until pyproject.toml changes. twofish (pyjks's, for JKS
+# keystores) has no wheel: a compiler and Python's headers for its build, gone again in
+# the same layer
 RUN python containers/requirements.py > /tmp/requirements.txt \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev python3-dev \
     && pip install -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+    && apt-get purge -y gcc libc6-dev python3-dev \
+    && rm -rf /var/lib/apt/lists/* /tmp/requirements.txt
 
 
 FROM deps AS quill
