@@ -238,12 +238,13 @@ def test_listener_connection_creation_rate(cluster):
         lambda: cluster.admin.describe_configs([res])[res].result(30)[RATE_KEY].value == "2",
         what="the dynamic rate",
     )
-    # every connection of the burst is accepted, and the acceptor had to wait for the
-    # limit on the way (20 at once are over 2/s whatever the machine's speed; the
-    # measured rate itself is a clock's figure, printed for people, not asserted)
+    # every connection of the burst is accepted, none faster than the limit allows: the
+    # broker's measured accept rate stays near 2/s (unthrottled, 20 connections at once
+    # measure 10/s or more; a slow machine only spreads them out, lowering it). The
+    # acceptor's last wait (THROTTLE) is not asserted: on a loaded machine the burst's
+    # last connection may come late enough to need none.
     rate = _accepted_burst(cluster, metrics_port)
-    print(f"accept rate after a burst of {BURST} at a limit of 2/s: {rate:.2f}/s")
-    assert value(metrics_port, THROTTLE, listener="PLAINTEXT") > 0
+    assert rate <= 2 * 2.5, rate
 
     _alter(cluster, {RATE_KEY: ""}, AlterConfigOpType.DELETE)
     wait_until(lambda: RATE_KEY not in cluster.admin.describe_configs([res])[res].result(30))
