@@ -20,6 +20,7 @@ Processes are built by quill_stack.services, exactly as `make run` starts them.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from quill_stack import ports, services
 from quill_stack.process import ManagedProcess, StartError, tail
 from quill_stack.redis_auth import with_password
 from quill_stack.state import owner_env
+from tests.wire import WireClient
 
 # Test clusters notice a dead broker faster than Kafka's 18 s default session timeout;
 # a test can pass its own zookeeper.session.timeout.ms.
@@ -242,6 +244,23 @@ class Cluster:
             broker.launch()
         for broker in self.brokers:
             broker.wait_healthy()
+        self.wait_brokers_known()
+
+    def wait_brokers_known(self, timeout: float = 60.0) -> None:
+        """Until every broker's Metadata lists all of them: the controller has taken in
+        each registration (a topic created before that would be led by the brokers it
+        knows, not by its first replica). Listeners that need TLS or a login are not
+        asked: their tests wait on what they use."""
+        if len(self.brokers) < 2:
+            return
+        deadline = time.monotonic() + timeout
+        for broker in self.brokers:
+            while (known := _brokers_listed(broker.port)) is not None and known < len(self.brokers):
+                if time.monotonic() > deadline:
+                    raise StartError(f"{self}: the controller never listed every broker")
+                time.sleep(0.05)
+            if known is None:
+                return  # not a plaintext listener
 
     def zk_client(self, chroot: bool = True):
         """A started KazooClient on this cluster's chroot, stopped at teardown (logged
@@ -261,6 +280,21 @@ class Cluster:
             client.stop()
             client.close()
         self._zk_clients.clear()
+
+
+def _brokers_listed(port: int) -> int | None:
+    """How many brokers a broker's Metadata (v1) lists; None when its first listener
+    does not answer a plaintext request without a login."""
+    try:
+        wire = WireClient("127.0.0.1", port, timeout=5)
+    except OSError:
+        return None
+    try:
+        return len(wire.request(3, 1, {"topics": []}).brokers)
+    except Exception:  # noqa: BLE001 - TLS or SASL first: closed, timed out or garbage
+        return None
+    finally:
+        wire.close()
 
 
 def _for_broker(overrides: dict, broker_id: int, port: int) -> dict:

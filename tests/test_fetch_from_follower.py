@@ -58,10 +58,14 @@ def racks(cluster_factory):
     )
 
 
-def _isr(cluster, topic: str) -> list[int]:
+def _state(cluster, topic: str) -> dict:
     zk = cluster.zk_client()
     path = f"/brokers/topics/{topic}/partitions/0/state"
-    return json.loads(zk.get(path)[0])["isr"] if zk.exists(path) else []
+    return json.loads(zk.get(path)[0]) if zk.exists(path) else {}
+
+
+def _isr(cluster, topic: str) -> list[int]:
+    return _state(cluster, topic).get("isr", [])
 
 
 def _topic(cluster, replicas: list[int]) -> str:
@@ -70,6 +74,7 @@ def _topic(cluster, replicas: list[int]) -> str:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(name, 1, replica_assignment=[replicas])])[name].result(30)
     wait_until(lambda: sorted(_isr(cluster, name)) == sorted(replicas), what="full ISR")
+    assert _state(cluster, name)["leader"] == replicas[0]
     return name
 
 
