@@ -400,3 +400,25 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "cluster_factory" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+
+
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each module's wall time (setup, call and teardown of its tests, module-scoped
+    fixtures included), for the summary below."""
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The slowest modules: where the suite's time goes (the 45-minute budget)."""
+    if not _MODULE_SECONDS:
+        return
+    slowest = sorted(_MODULE_SECONDS.items(), key=lambda kv: kv[1], reverse=True)[:30]
+    terminalreporter.section("slowest modules")
+    for module, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}s {module}")
+    total = sum(_MODULE_SECONDS.values())
+    terminalreporter.write_line(f"{total:8.1f}s in all {len(_MODULE_SECONDS)} modules")
