@@ -236,10 +236,13 @@ def zookeeper_ensemble_spec(
     members: Mapping[int, EnsembleMember],
     settings: Mapping[str, str] | None = None,
     log_path: Path | None = None,
+    sasl_users: Mapping[str, str] | None = None,
 ) -> ServiceSpec:
     """One server of a ZooKeeper ensemble (`members`: every server by its myid). The
     zoo.cfg gets the server.N lines and the data dir its myid file; the server runs
-    ZooKeeper's QuorumPeerMain."""
+    ZooKeeper's QuorumPeerMain. ``sasl_users``: every server takes those SASL logins
+    only, as the standalone one does (the servers' quorum links stay inside the
+    ensemble's hosts and are not authenticated)."""
     name = f"zookeeper-{myid}"
     me = members[myid]
     servers = {
@@ -247,7 +250,7 @@ def zookeeper_ensemble_spec(
         for n, m in sorted(members.items())
     }
     ensemble = {"initLimit": "10", "syncLimit": "5", **(settings or {}), **servers}
-    spec = zookeeper_spec(state_dir, me.client_port, me.host, name, ensemble, log_path)
+    spec = zookeeper_spec(state_dir, me.client_port, me.host, name, ensemble, log_path, sasl_users)
     spec.argv[spec.argv.index("org.apache.zookeeper.server.ZooKeeperServerMain")] = (
         "org.apache.zookeeper.server.quorum.QuorumPeerMain"
     )
@@ -506,11 +509,6 @@ def _zk_nodes(env: Mapping[str, str]) -> int:
     nodes = _env_int(env, "QUILL_ZK_NODES", 1, 1, 7)
     if nodes % 2 == 0:
         raise ConfigError(f"QUILL_ZK_NODES must be odd (a majority must survive), got {nodes}")
-    if nodes > 1 and _security(env) == secure.SASL_SSL:
-        raise ConfigError(
-            "QUILL_ZK_NODES > 1 is not offered with QUILL_SECURITY=sasl_ssl yet: the ensemble's "
-            "servers take no SASL logins; run one ZooKeeper (QUILL_ZK_NODES=1) there"
-        )
     return nodes
 
 
@@ -630,7 +628,7 @@ def build_stack(cfg: StackConfig) -> list[ServiceSpec]:
         zk_users, redis_password = secure.zookeeper_users(state), secure.redis_password(state)
     if cfg.zk_nodes > 1:
         members = local_ensemble(cfg.host, cfg.zk_port, cfg.zk_nodes)
-        specs = [zookeeper_ensemble_spec(state, n, members) for n in members]
+        specs = [zookeeper_ensemble_spec(state, n, members, sasl_users=zk_users) for n in members]
     else:
         specs = [zookeeper_spec(state, cfg.zk_port, cfg.host, sasl_users=zk_users)]
     specs.append(redis_spec(state, cfg.redis_port, cfg.host, password=redis_password))

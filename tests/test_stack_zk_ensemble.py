@@ -1,14 +1,18 @@
 """A ZooKeeper ensemble for the stack (issue 27): QUILL_ZK_NODES=3 runs three servers
 (zoo.cfg server.N lines, a myid each) and every process takes the multi-host
 zookeeper.connect; a broker given host1:p1,host2:p2,host3:p3/chroot keeps working while
-a minority of the ensemble is down."""
+a minority of the ensemble is down. With QUILL_SECURITY=sasl_ssl every server of the
+ensemble takes the SASL logins the standalone one takes and refuses anonymous sessions."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.zk.security import ZkCredentials, zk_client
 from quill_stack import ports, services
 from quill_stack.process import ManagedProcess
 from quill_stack.services import ConfigError, EnsembleMember, StackConfig, build_stack
@@ -31,9 +35,39 @@ def test_zk_nodes_builds_an_ensemble(tmp_path):
     assert {b.config["QUILL_ZOOKEEPER_CONNECT"] for b in brokers} == {cfg.zk_connect}
 
 
+def test_a_secure_stack_runs_an_ensemble_that_wants_logins(tmp_path):
+    env = {"QUILL_STATE_DIR": str(tmp_path), "QUILL_ZK_NODES": "3", "QUILL_SECURITY": "sasl_ssl"}
+    cfg = StackConfig.from_env(env)
+    zks = [s for s in build_stack(cfg) if s.kind == "zookeeper"]
+    assert len(zks) == 3
+    for spec in zks:
+        files = {path.name: text for path, text in spec.files.items()}
+        assert "sessionRequireClientSASLAuth=true\n" in files["zoo.cfg"]
+        assert "enforce.auth.schemes=sasl\n" in files["zoo.cfg"]
+        assert "Server {" in files["jaas.conf"] and spec.private_files
+        assert any(arg.endswith("jaas.conf") for arg in spec.argv)
+
+
 def test_zk_nodes_must_be_odd(tmp_path):
     with pytest.raises(ConfigError, match="QUILL_ZK_NODES must be odd"):
         StackConfig.from_env({"QUILL_STATE_DIR": str(tmp_path), "QUILL_ZK_NODES": "2"})
+
+
+SETTINGS = {"tickTime": "500", "minSessionTimeout": "1000", "maxSessionTimeout": "60000"}
+SASL_USERS = {"kafka": "kafka-ensemble-secret"}
+
+
+def _start_ensemble(state, members, sasl_users=None) -> list[ManagedProcess]:
+    zks = [
+        ManagedProcess(
+            services.zookeeper_ensemble_spec(state, n, members, SETTINGS, sasl_users=sasl_users),
+            owner_env(state),
+        )
+        for n in members
+    ]
+    for zk in zks:
+        zk.start()
+    return zks
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +75,7 @@ def ensemble(tmp_path_factory):
     state = tmp_path_factory.mktemp("ensemble")
     free = ports.free_ports(10)
     members = {n: EnsembleMember("127.0.0.1", *free[3 * n - 3 : 3 * n]) for n in (1, 2, 3)}
-    settings = {"tickTime": "500", "minSessionTimeout": "1000", "maxSessionTimeout": "60000"}
-    zks = [
-        ManagedProcess(
-            services.zookeeper_ensemble_spec(state, n, members, settings), owner_env(state)
-        )
-        for n in members
-    ]
-    for zk in zks:
-        zk.start()
+    zks = _start_ensemble(state, members)
     try:
         for zk in zks:
             zk.wait_healthy(90)
@@ -99,3 +125,40 @@ def test_broker_keeps_working_with_a_minority_down(ensemble):
         assert broker.alive()
     finally:
         zks[0].start()
+
+
+def _refused(client) -> bool:
+    try:
+        client.start(timeout=10)
+        client.get("/")  # enforce.auth: the session is closed at its first request
+    except (KazooException, KazooTimeoutError):
+        return True
+    finally:
+        client.stop()
+        client.close()
+    return False
+
+
+def test_a_sasl_ensemble_takes_logins_only(tmp_path):
+    free = ports.free_ports(9)
+    members = {n: EnsembleMember("127.0.0.1", *free[3 * n - 3 : 3 * n]) for n in (1, 2, 3)}
+    zks = _start_ensemble(tmp_path, members, SASL_USERS)
+    try:
+        for zk in zks:
+            zk.wait_healthy(90)
+        login = ZkCredentials("kafka", SASL_USERS["kafka"])
+        for member in members.values():  # each server, not just the one kazoo picks
+            one = f"127.0.0.1:{member.client_port}"
+            kafka = zk_client(one, 10, login)
+            kafka.start(timeout=30)
+            try:
+                kafka.ensure_path("/quill-secure")
+                assert kafka.exists("/quill-secure") is not None
+            finally:
+                kafka.stop()
+                kafka.close()
+            anonymous = KazooClient(hosts=one, timeout=5, connection_retry=None)
+            assert _refused(anonymous), f"{one} took an anonymous session"
+    finally:
+        for zk in zks:
+            zk.kill()
