@@ -55,6 +55,8 @@ ZOOKEEPER_IMAGE_ENV = {
     "maxClientCnxns": "ZOO_MAX_CLIENT_CNXNS",
     "admin.enableServer": "ZOO_ADMINSERVER_ENABLED",
     "4lw.commands.whitelist": "ZOO_4LW_COMMANDS_WHITELIST",
+    "initLimit": "ZOO_INIT_LIMIT",
+    "syncLimit": "ZOO_SYNC_LIMIT",
 }
 
 
@@ -255,6 +257,12 @@ def zookeeper_ensemble_spec(
         "org.apache.zookeeper.server.quorum.QuorumPeerMain"
     )
     spec.files[state_dir / name / "data" / "myid"] = f"{myid}\n"
+    # as the official image (and containers/zookeeper) take the same ensemble
+    spec.config["ZOO_MY_ID"] = str(myid)
+    spec.config["ZOO_SERVERS"] = " ".join(
+        f"{key}={address};{members[int(key.split('.')[1])].client_port}"
+        for key, address in servers.items()
+    )
     return spec
 
 

@@ -35,6 +35,7 @@ SITE_SPECIFIC = {
     "QUILL_STATE_DIR",
     "QUILL_REDIS_URL",
     "QUILL_BOOTSTRAP_SERVERS",
+    "ZOO_SERVERS",
 }
 # Only containers need two listeners (a host one and a network one) and restart brokers
 # through the Docker engine; the supervisor's processes all share the host's addresses.
@@ -69,8 +70,14 @@ def compose() -> dict:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """What `make up` starts with default settings."""
-    return build_stack(StackConfig(state_dir=tmp_path_factory.mktemp("state")))
+    """What `make up` starts with a ZooKeeper ensemble of three (QUILL_ZK_NODES=3), as
+    compose runs it; otherwise default settings."""
+    return build_stack(StackConfig(state_dir=tmp_path_factory.mktemp("state"), zk_nodes=3))
+
+
+def image_kind(name: str) -> str:
+    """zookeeper-2 -> zookeeper: the ensemble's servers share one image."""
+    return "zookeeper" if name.startswith("zookeeper-") else name
 
 
 @pytest.mark.parametrize(
@@ -87,9 +94,10 @@ def test_compose_file_validates(profile):
 def test_every_supervised_process_has_a_compose_service(compose, stack):
     missing = [spec.name for spec in stack if spec.name not in compose["services"]]
     assert not missing, f"docker-compose.yml lacks services for {missing}"
-    assert {"zookeeper", "redis", "broker-1", "broker-2", "broker-3", "worker", "console"} <= {
+    assert {"zookeeper-1", "zookeeper-2", "zookeeper-3", "redis", "broker-1", "broker-2"} <= {
         spec.name for spec in stack
     }
+    assert {"broker-3", "worker", "console"} <= {spec.name for spec in stack}
 
 
 def compose_config(service: dict, via: str) -> dict[str, str]:
@@ -121,7 +129,7 @@ def test_compose_services_are_healthchecked_restarted_and_keep_state(compose, st
         service = services[spec.name]
         assert service.get("restart") == "unless-stopped", spec.name
         assert service.get("healthcheck", {}).get("test"), spec.name
-    for name in ["zookeeper"] + [s.name for s in stack if s.kind in ("broker", "console")]:
+    for name in [s.name for s in stack if s.kind in ("zookeeper", "broker", "console")]:
         sources = [volume_source(v) for v in services[name].get("volumes", [])]
         assert set(sources) & set(compose["volumes"]), f"{name} has no named volume"
 
@@ -144,9 +152,9 @@ def test_python_services_share_one_image(compose, stack):
             continue
         assert service.get("build"), f"{name} is not built from this repository"
         image, build = service["image"], service["build"]
-        if name in DEBIAN_IMAGES:
-            assert image == DEBIAN_IMAGES[name]
-            assert build["context"].endswith(f"containers/{name}")
+        if image_kind(name) in DEBIAN_IMAGES:
+            assert image == DEBIAN_IMAGES[image_kind(name)]
+            assert build["context"].endswith(f"containers/{image_kind(name)}")
         else:
             target = "spark" if name in SPARK_SERVICES else "quill"
             assert (image, build.get("target")) == (BUILT_IMAGES[target], target), name

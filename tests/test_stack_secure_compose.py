@@ -25,6 +25,7 @@ from quill_stack.state import write_private
 FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.secure.yml"]
 SECURE_DIR = "/etc/quill/secure"
 BROKERS = ("broker-1", "broker-2", "broker-3")
+ZOOKEEPERS = ("zookeeper-1", "zookeeper-2", "zookeeper-3")  # the ensemble
 CLIENTS = ("worker", "console", "monitor", "spark-master", "spark-worker", "clickstream-job")
 
 
@@ -92,15 +93,18 @@ def test_every_client_gets_the_admin_properties(compose):
 
 def test_zookeeper_and_redis_take_logins_and_zookeeper_is_not_published(compose):
     services = compose["services"]
-    zookeeper = services["zookeeper"]
-    assert not zookeeper.get("ports"), "the secure profile publishes ZooKeeper"
-    extra = dict(item.split("=", 1) for item in zookeeper["environment"]["ZOO_CFG_EXTRA"].split())
-    assert secure.ZOOKEEPER_SASL_SETTINGS.items() <= extra.items()
     jaas = f"{SECURE_DIR}/{secure.ZOOKEEPER_SERVER_JAAS}"
-    assert zookeeper["environment"]["JVMFLAGS"] == f"-Djava.security.auth.login.config={jaas}"
+    for name in ZOOKEEPERS:  # every server of the ensemble
+        zookeeper = services[name]
+        assert not zookeeper.get("ports"), f"the secure profile publishes {name}"
+        env = zookeeper["environment"]
+        extra = dict(item.split("=", 1) for item in env["ZOO_CFG_EXTRA"].split())
+        assert secure.ZOOKEEPER_SASL_SETTINGS.items() <= extra.items(), name
+        assert env["JVMFLAGS"] == f"-Djava.security.auth.login.config={jaas}", name
+        assert _mounts(zookeeper)[SECURE_DIR] == "secure-config", name
     assert services["redis"]["command"][:2] == ["redis-server", f"{SECURE_DIR}/{secure.REDIS_CONF}"]
     assert secure.REDIS_CONF in " ".join(services["redis"]["healthcheck"]["test"])
-    for name in ("zookeeper", "redis"):
+    for name in (*ZOOKEEPERS, "redis"):
         assert services[name]["depends_on"]["secure-init"] == {
             "condition": "service_completed_successfully"
         }
@@ -128,8 +132,8 @@ def test_no_compose_stack_publishes_zookeeper_or_redis():
     )
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
-    assert "ports" not in services["zookeeper"]
-    assert "ports" not in services["redis"]
+    for name in (*ZOOKEEPERS, "redis"):
+        assert "ports" not in services[name], name
 
 
 def test_compose_init_makes_a_working_configuration(tmp_path, secured_zookeeper):
