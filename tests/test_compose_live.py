@@ -255,6 +255,37 @@ def test_a_killed_broker_container_comes_back(stack):
     _wait(lambda: _all_records_back(stack), "all 10,000 records read back", timeout=180)
 
 
+def _serving_mode(s: Stack, service: str) -> str:
+    """ZooKeeper's own word (srvr) on whether `service` serves: leader or follower."""
+    probe = "exec 3<>/dev/tcp/127.0.0.1/2181 && printf srvr >&3 && cat <&3"
+    out = s.compose("exec", "-T", service, "bash", "-c", probe, check=False).stdout
+    found = re.search(r"Mode: (\w+)", out)
+    return found.group(1) if found else ""
+
+
+def test_the_stack_keeps_working_with_one_zookeeper_stopped(stack, tmp_path):
+    modes = sorted(_serving_mode(stack, f"zookeeper-{n}") for n in (1, 2, 3))
+    assert modes == ["follower", "follower", "leader"], modes
+    leader = next(n for n in (1, 2, 3) if _serving_mode(stack, f"zookeeper-{n}") == "leader")
+    stack.compose("stop", f"zookeeper-{leader}")  # the leader: the others elect anew
+    try:
+        # a new topic needs ZooKeeper writes (the controller's) and its leaders elected
+        topic = "compose-zk-minority"
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[
+            topic
+        ].result(timeout=120)
+        lines = tmp_path / "minority.txt"
+        lines.write_text("".join(f"m-{i}:v-{i}\n" for i in range(300)))
+        stack.kcat("-P", "-t", topic, "-K:", "-X", "acks=all", "-l", str(lines))
+        out = stack.kcat("-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%k=%s\\n")
+        assert sorted(out.stdout.splitlines()) == sorted(f"m-{i}=v-{i}" for i in range(300))
+    finally:
+        stack.compose("start", f"zookeeper-{leader}")
+    _wait(lambda: stack.healthy(f"zookeeper-{leader}"), "the stopped server back", timeout=300)
+    assert _serving_mode(stack, f"zookeeper-{leader}") in ("leader", "follower")
+
+
 def test_the_docker_driver_restarts_a_broker_container(stack):
     driver = DockerDriver(project=stack.project)
     assert driver.available() is None
