@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from broker.server import clock_fault
 from broker.zk.client import KafkaZkClient
 from broker.zk.znodes import LeaderAndIsr
 from faults.netns import Host, Network
@@ -30,6 +31,9 @@ class Node:
     def __init__(self, kind: str, ident: int, host: Host, spec, owner: Path):
         self.kind, self.id, self.host = kind, ident, host
         spec.argv = [*host.exec_prefix(), *spec.argv]
+        if kind == "broker":  # its wall clock can be made to jump (set_clock_offset)
+            self.clock_file = owner / f"{kind}-{ident}.clock"
+            spec.env[clock_fault.ENV] = str(self.clock_file)
         self.proc = ManagedProcess(spec, owner_env(owner))
         self.paused = False
 
@@ -54,6 +58,10 @@ class Node:
     def resume(self) -> None:
         self.proc.resume()
         self.paused = False
+
+    def set_clock_offset(self, seconds: float) -> None:
+        """The broker's wall clock from now on: true time + `seconds` (within 50 ms)."""
+        self.clock_file.write_text(f"{seconds}\n")
 
 
 class HostCluster:

@@ -71,6 +71,19 @@ def pause(cluster: HostCluster, rng: random.Random, target: str = "leader") -> F
     return _on_broker(cluster, target, "pause", "SIGSTOP", Node.pause, Node.resume)
 
 
+CLOCK_JUMP_S = 3600.0  # an hour: well inside retention.ms, far past every session timeout
+
+
+def clock_jump(cluster: HostCluster, rng: random.Random, target: str = "leader") -> Fault:
+    """Step a broker's wall clock an hour forward or back, as NTP stepping its host's
+    clock would, and back to the true time on heal (a second jump). Record timestamps,
+    time indexes, group sessions and transaction timeouts on that broker see the jumps;
+    its monotonic clock does not (broker/server/clock_fault.py)."""
+    offset = rng.choice([CLOCK_JUMP_S, -CLOCK_JUMP_S])
+    return _on_broker(cluster, target, "clock-jump", f"wall clock {offset:+.0f} s on",
+                      lambda n: n.set_clock_offset(offset), lambda n: n.set_clock_offset(0))  # fmt: skip
+
+
 def partition(cluster: HostCluster, rng: random.Random, kind: str) -> Fault:
     def start() -> str:
         zks, brokers = cluster.zookeepers, cluster.brokers
@@ -135,6 +148,8 @@ FAULTS: dict[str, Callable[[HostCluster, random.Random], Fault]] = {
     "kill-controller": lambda c, r: kill(c, r, "controller"),
     "pause-leader": lambda c, r: pause(c, r, "leader"),
     "pause-controller": lambda c, r: pause(c, r, "controller"),
+    "clock-jump-leader": lambda c, r: clock_jump(c, r, "leader"),
+    "clock-jump-controller": lambda c, r: clock_jump(c, r, "controller"),
     "partition-leader-zk": lambda c, r: partition(c, r, "leader-zk"),
     "partition-leader-followers": lambda c, r: partition(c, r, "leader-followers"),
     "partition-leader-all-but-clients": lambda c, r: partition(c, r, "leader-all-but-clients"),

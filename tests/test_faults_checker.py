@@ -3,6 +3,8 @@ Jepsen's properties for a Kafka-like log is caught when broken and passes when k
 
 from __future__ import annotations
 
+import os
+
 from faults import checker
 
 
@@ -80,3 +82,37 @@ def test_resumed_after_waits_for_every_partition():
     acked = [_acked("a", 0, 0, 1.0), _acked("b", 0, 1, 5.5), _acked("c", 1, 0, 7.0)]
     assert checker.resumed_after(acked, 5.0, partitions=2) == 2.0
     assert checker.resumed_after(acked, 5.0, partitions=3) == float("inf")
+
+
+def test_the_fault_clock_moves_wall_time_only(tmp_path):
+    """broker/server/clock_fault.py in a process of its own: time.time() follows the
+    offset file (forward, back, unreadable = 0); time.monotonic() does not."""
+    import subprocess
+    import sys
+
+    offset = tmp_path / "clock"
+    script = (
+        "import time, sys\n"
+        "from broker.server import clock_fault\n"
+        "assert clock_fault.install()\n"
+        "for line in sys.stdin:\n"
+        "    open(sys.argv[1], 'w').write(line)\n"
+        "    time.sleep(0.06)\n"
+        "    m0, w0 = time.monotonic(), time.time()\n"
+        "    print(round(w0 - time.time_ns() / 1e9, 3), round(w0 - m0), flush=True)\n"
+    )
+    env = {**os.environ, "QUILL_FAULT_CLOCK_FILE": str(offset)}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(offset)],
+        input="3600\n-3600\nnot a number\n0\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    ).stdout.split("\n")
+    walls = [int(line.split()[1]) for line in out if line]
+    assert len(walls) == 4
+    # wall - monotonic moved by the offsets: +3600, then -3600, then back to the base
+    base = walls[3]
+    assert [w - base for w in walls] == [3600, -3600, 0, 0]

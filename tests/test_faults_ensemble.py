@@ -17,6 +17,9 @@ import pytest
 from faults.run import run_once
 from tests.faults_helpers import assert_safe, require_hosts
 
+# the run is the module fixture: a few minutes of faults, longer on a loaded machine
+pytestmark = pytest.mark.timeout(1200)
+
 FAULTS = ["partition-zk-minority", "pause-leader", "partition-leader-zk"]
 
 

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from . import clock_fault
 from .config import BrokerConfig, ConfigError
 
 log = logging.getLogger("broker")
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     _setup_logging(args.log_level)
     _raise_open_files_limit()
+    clock_fault.install()  # the fault harness's wall clock; nothing without its variable
     overrides = {}
     for item in args.override:
         key, sep, value = item.partition("=")
