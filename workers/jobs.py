@@ -100,22 +100,18 @@ def publish(op: Operation, refresh: bool = False) -> None:
 
 
 def live_cells(op: Operation) -> dict:
-    """The cells the Operations pages patch (data-k keys; console.js)."""
-    from django.utils.html import format_html, format_html_join
-
+    """The cells the Operations pages patch (data-k keys; console.js). Data only, never
+    markup: a bar's width ("w", percent) and a list's items ("l", texts), which the
+    page builds with textContent and the CSSOM (the Content-Security-Policy)."""
     percent = op.progress.get("percent", 100.0 if op.state == SUCCEEDED else 0)
-    steps = format_html_join(
-        "", "<li>{} {}</li>", ((s["at"][11:19], s["message"]) for s in op.steps)
-    )
+    steps = [f"{s['at'][11:19]} {s['message']}" for s in op.steps]
     done, total = op.progress.get("done", 0), op.progress.get("total", "?")
     return {
         f"op:{op.id}:state": {"t": op.state},
         f"op:{op.id}:pct": {"t": f"{percent} %"},
-        f"op:{op.id}:bar": {
-            "h": format_html('<span class="fill" style="width: {}%"></span>', percent)
-        },
+        f"op:{op.id}:bar": {"w": percent},
         f"op:{op.id}:detail": {"t": f"{done} / {total}"},
-        f"op:{op.id}:steps": {"h": steps},
+        f"op:{op.id}:steps": {"l": steps},
         f"op:{op.id}:error": {"t": op.error},
     }
 

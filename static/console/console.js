@@ -94,12 +94,36 @@
     }
   }
 
+  // A list: {"l": [text, ...]} becomes its <li> items.
+  function setItems(el, items) {
+    while (el.firstChild) el.removeChild(el.firstChild);
+    for (const text of items) {
+      const li = document.createElement("li");
+      li.textContent = String(text);
+      el.appendChild(li);
+    }
+  }
+
+  // A bar: {"w": percent} sets the width of its .fill (through the CSSOM).
+  function setWidth(el, percent) {
+    const fill = el.querySelector(".fill");
+    const width = Math.max(0, Math.min(100, Number(percent) || 0)) + "%";
+    if (!fill || fill.style.width === width) return false;
+    fill.style.width = width;
+    return true;
+  }
+
   function patch(key, cell) {
     const els = index.get(key);
     if (!els) return 0;
     for (const el of els) {
       const text = cell.t !== undefined ? String(cell.t) : el.textContent;
-      if (cell.s !== undefined) setSpans(el, cell.s);
+      if (cell.w !== undefined) {
+        setWidth(el, cell.w);
+        continue;
+      }
+      if (cell.l !== undefined) setItems(el, cell.l);
+      else if (cell.s !== undefined) setSpans(el, cell.s);
       else if (el.textContent !== text) el.textContent = text;
       else if (cell.c === undefined) continue;
       if (cell.v !== undefined) el.dataset.v = cell.v;
