@@ -157,7 +157,7 @@ async def handle_list_transactions(server: KafkaServer, header: RequestHeader, r
 async def handle_txn_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     errors, offsets, order = offsets_of_request(server, req.topics)
     if offsets:
-        result = await server.group_coordinator.commit_txn_offsets(
+        result = await server.group_coordinator.admin.commit_txn_offsets(
             req.group_id,
             req.producer_id,
             req.producer_epoch,
