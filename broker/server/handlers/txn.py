@@ -133,7 +133,7 @@ async def handle_list_transactions(server: KafkaServer, header: RequestHeader, r
     known = set(STATE_NAMES.values())
     wanted = set(req.state_filters or ())
     pids = set(req.producer_id_filters or ())
-    error = E.coordinator_load_in_progress if manager.loading else E.none
+    error = E.coordinator_load_in_progress if manager.is_loading else E.none
     states = [
         {
             "transactional_id": md.transactional_id,
