@@ -114,6 +114,7 @@ def consume(bootstrap: str, topic: str, client_id: str, count: int, log_append: 
 
 def run(quotas: list[int], seconds: int) -> list[dict]:
     from broker.zk.client import KafkaZkClient
+    from broker.zk.znodes import ConfigType
 
     rows = []
     with local_cluster(1) as cluster:
@@ -124,7 +125,7 @@ def run(quotas: list[int], seconds: int) -> list[dict]:
                 client_id = f"bench-{quota}"
                 total = quota * seconds
                 zk.set_entity_config(
-                    "clients",
+                    ConfigType.CLIENT,
                     client_id,
                     {"producer_byte_rate": str(quota), "consumer_byte_rate": str(quota)},
                 )

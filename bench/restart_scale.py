@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import machine_cpu  # noqa: E402
 from bench.localstack import emit, local_cluster  # noqa: E402
+from broker.zk.znodes import ControllerZNode, TopicPartitionStateZNode  # noqa: E402
 
 TOPIC_SIZE = 500
 
@@ -64,9 +65,10 @@ def zk_packets(zk_connect: str) -> int:
 
 
 def states(zk, topics: dict[str, int]) -> dict[tuple[str, int], dict]:
-    base = "/brokers/topics/{}/partitions/{}/state"
     pending = [
-        ((t, p), zk.get_async(base.format(t, p))) for t, n in topics.items() for p in range(n)
+        ((t, p), zk.get_async(TopicPartitionStateZNode.path(t, p)))
+        for t, n in topics.items()
+        for p in range(n)
     ]
     out = {}
     for key, result in pending:
@@ -163,7 +165,7 @@ def run(args) -> dict:
         if args.settle and wait(lambda: metadata_full(admin, topics, 3), args.limit, 2.0) is None:
             raise RuntimeError("metadata never showed every ISR full after creating the topics")
         time.sleep(5)
-        controller = json.loads(zk.get("/controller")[0])["brokerid"]
+        controller = json.loads(zk.get(ControllerZNode.path)[0])["brokerid"]
         victim = max(b for b in cluster.brokers if b != controller)
         cpid = cluster.brokers[controller].pid
         before = machine_cpu.snapshot()

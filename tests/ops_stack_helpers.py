@@ -97,6 +97,10 @@ class OpsStack:
         self.worker.start()
         self.worker.wait_healthy(timeout=120)
 
+    def shell(self, script: str) -> str:
+        """What `script` prints, run by `manage.py shell` on the stack's database."""
+        return manage_shell(self.settings, script)
+
     def zk_config(self, entity: str) -> dict:
         zk = self.cluster.zk_client()
         if not zk.exists(f"/config/{entity}"):
@@ -108,11 +112,8 @@ class OpsStack:
         return {int(p): r for p, r in data["partitions"].items()}
 
 
-def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> list[str]:
-    """A new user with `role` (and `password`); returns its API token."""
-    script = TOKEN_SCRIPT.format(
-        name=unique(role), password=password or uuid.uuid4().hex, role=role
-    )
+def manage_shell(settings: dict, script: str) -> str:
+    """What `script` prints, run by `manage.py shell` with the stack's `settings`."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", **settings}
     out = subprocess.run(
         [PYTHON, "manage.py", "shell", "-c", script],
@@ -123,7 +124,15 @@ def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> li
         timeout=120,
         check=True,
     )
-    return out.stdout.strip().splitlines()[-1].split()
+    return out.stdout
+
+
+def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> list[str]:
+    """A new user with `role` (and `password`); returns its API token."""
+    script = TOKEN_SCRIPT.format(
+        name=unique(role), password=password or uuid.uuid4().hex, role=role
+    )
+    return manage_shell(settings, script).strip().splitlines()[-1].split()
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@ brokers. A rebalance under an idempotent acks=all producer loses and duplicates 
 and leaves no throttle; a worker killed -9 mid-move finishes the job after it starts
 again; a cancel puts the moving partitions back; a preferred election reports what
 moved; compact now keeps the last value of each key; wrong input is refused with
-nothing started; and chromium watches a rebalance's progress bar reach 100 % live."""
+nothing started; chromium watches a rebalance's progress bar reach 100 % live; and
+beat's orphan scan takes up an operation whose message was lost."""
 
 from __future__ import annotations
 
@@ -331,6 +332,29 @@ def test_pause_holds_the_job_and_resume_finishes_it(ops_stack):
     assert "paused" in messages and "resumed" in messages
     assert stack.assignment(topic) == {0: [2, 3]}
     assert no_throttles(stack, topic) == {}
+
+
+ORPHAN_SCRIPT = """
+from datetime import timedelta
+from django.utils import timezone
+from console.operations.models import Operation
+op = Operation.objects.create(kind="lost-message", username="tests", source="api")
+Operation.objects.filter(id=op.id).update(created=timezone.now() - timedelta(hours=1))
+print(op.id)
+"""
+
+
+def test_beat_orphan_scan_takes_up_an_operation_whose_message_was_lost(ops_stack):
+    """A pending operation never sent to a worker (its message lost) is taken up by the
+    scan beat sends ("orphan-scan"): the worker runs it, and with no runner for its kind
+    it fails saying so."""
+    stack = ops_stack
+    op_id = int(stack.shell(ORPHAN_SCRIPT).strip().splitlines()[-1])
+    op = stack.wait_state(op_id, states=("failed",), timeout=120)
+    assert op["error"] == "No worker here runs 'lost-message' operations."
+    log = stack.worker.spec.log_path.read_text(errors="replace")
+    assert "Sending due task orphan-scan (quill.operation.scan_orphans)" in log
+    assert f"taking up operation {op_id}" in log
 
 
 def test_a_dead_destination_broker_stalls_its_move_and_the_job_says_which(ops_stack):

@@ -7,9 +7,18 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
+ORPHAN_SCAN_S = 15  # how often beat has a worker take up operations no worker holds
+
 app = Celery("quill", include=["workers.tasks", "workers.alerts"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# Celery beat (the worker runs it embedded, -B): lag alert rules every 10 s.
+# Celery beat (the worker runs it embedded, -B): lag alert rules every 10 s, and the
+# scan for orphaned operations (workers.tasks.scan_orphans); a scan no worker picked up
+# before the next one is due is dropped rather than queued behind it.
 app.conf.beat_schedule = {
     "lag-alerts": {"task": "quill.alerts.evaluate", "schedule": 10.0},
+    "orphan-scan": {
+        "task": "quill.operation.scan_orphans",
+        "schedule": float(ORPHAN_SCAN_S),
+        "options": {"expires": float(ORPHAN_SCAN_S)},
+    },
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.messages import RequestHeader, build, encode_request, request_schema
+from broker.zk.znodes import ConfigType
 from console.cluster import wire, zk
 from console.errors import ClusterUnavailable
 
@@ -172,6 +173,14 @@ def elect_leaders(parts: list[Part] | None, election_type: int = 0) -> dict[Part
 # ------------------------------------------------------------------ throttles
 
 
+def _broker_entity(broker_id: int) -> str:
+    return ConfigType.entity(ConfigType.BROKER, str(broker_id))
+
+
+def _topic_entity(topic: str) -> str:
+    return ConfigType.entity(ConfigType.TOPIC, topic)
+
+
 def _update_entity(entity: str, set_: dict[str, str], remove: tuple[str, ...] = ()) -> bool:
     current = zk.entity_config(entity)
     new = {k: v for k, v in current.items() if k not in remove}
@@ -194,10 +203,10 @@ def set_throttles(rate: int, moving: dict[Part, dict]) -> None:
         leader.setdefault(t, []).extend(f"{p}:{b}" for b in move["from"])
         follower.setdefault(t, []).extend(f"{p}:{b}" for b in move["to"] if b not in move["from"])
     for b in sorted(involved):
-        _update_entity(f"brokers/{b}", dict.fromkeys(RATE_KEYS, str(rate)))
+        _update_entity(_broker_entity(b), dict.fromkeys(RATE_KEYS, str(rate)))
     for t in sorted(set(leader) | set(follower)):
         _update_entity(
-            f"topics/{t}",
+            _topic_entity(t),
             {
                 REPLICAS_KEYS[0]: ",".join(leader.get(t, [])),
                 REPLICAS_KEYS[1]: ",".join(follower.get(t, [])),
@@ -209,10 +218,10 @@ def remove_throttles(topics: set[str], broker_ids: set[int]) -> list[str]:
     """Drop every throttle key from these topics and brokers; returns what was changed."""
     changed = []
     for b in sorted(broker_ids):
-        if _update_entity(f"brokers/{b}", {}, RATE_KEYS):
+        if _update_entity(_broker_entity(b), {}, RATE_KEYS):
             changed.append(f"broker {b}")
     for t in sorted(topics):
-        if t in zk.topic_names() and _update_entity(f"topics/{t}", {}, REPLICAS_KEYS):
+        if t in zk.topic_names() and _update_entity(_topic_entity(t), {}, REPLICAS_KEYS):
             changed.append(f"topic {t}")
     return changed
 
@@ -221,11 +230,11 @@ def throttles_left(topics: set[str], broker_ids: set[int]) -> dict[str, dict]:
     """Throttle keys still set (for checks and tests): entity -> {key: value}."""
     out = {}
     for b in sorted(broker_ids):
-        found = {k: v for k, v in zk.entity_config(f"brokers/{b}").items() if k in RATE_KEYS}
+        found = {k: v for k, v in zk.entity_config(_broker_entity(b)).items() if k in RATE_KEYS}
         if found:
-            out[f"brokers/{b}"] = found
+            out[_broker_entity(b)] = found
     for t in sorted(topics):
-        found = {k: v for k, v in zk.entity_config(f"topics/{t}").items() if k in REPLICAS_KEYS}
+        found = {k: v for k, v in zk.entity_config(_topic_entity(t)).items() if k in REPLICAS_KEYS}
         if found:
-            out[f"topics/{t}"] = found
+            out[_topic_entity(t)] = found
     return out

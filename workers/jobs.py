@@ -10,7 +10,8 @@ repeating.
 Leases: the claim is one conditional UPDATE (lease free, expired, ours, or held by a
 dead process of this worker node: node names are unique among running workers), renewed
 at every `job.check()`. A killed worker's jobs are taken up when it starts again (see
-workers.tasks: worker_ready scans for them) or by any worker once the lease expires.
+workers.tasks: worker_ready scans for them) or by any worker once the lease expires
+(beat's orphan-scan entry, workers.tasks.scan_orphans).
 
 `job.check()` is where a runner stops: it raises Cancelled when the operator asked to
 cancel, and blocks (state paused) while a pause is asked for. Every change to the

@@ -2,22 +2,21 @@
 
 quill.operation.run is acknowledged late and rejected (requeued) when its worker is
 lost, and is safe to receive twice (workers.jobs leases). A worker that starts takes up
-the operations a killed worker left (worker_ready), and every ORPHAN_SCAN_S it takes up
-those whose lease lapsed or whose message was lost.
+the operations a killed worker left (worker_ready), and quill.operation.scan_orphans,
+which beat sends every ORPHAN_SCAN_S (the "orphan-scan" entry in workers.celery), takes
+up those whose lease lapsed or whose message was lost.
 """
 
 import logging
 import os
 import socket
-import threading
 import time
 
 from celery.signals import worker_ready
 
-from workers.celery import app
+from workers.celery import ORPHAN_SCAN_S, app
 
 log = logging.getLogger(__name__)
-ORPHAN_SCAN_S = 15
 
 
 @app.task(name="quill.ping")
@@ -43,13 +42,14 @@ def take_up_orphans(startup: bool = False) -> list[int]:
     return ids
 
 
-def _scan_forever() -> None:
-    while True:
-        time.sleep(ORPHAN_SCAN_S)
-        try:
-            take_up_orphans()
-        except Exception:  # noqa: BLE001 - a database hiccup: try again next round
-            log.exception("orphan scan failed")
+@app.task(name="quill.operation.scan_orphans", ignore_result=True)
+def scan_orphans() -> list[int]:
+    """Beat's "orphan-scan" entry: take up the active operations no live worker holds."""
+    try:
+        return take_up_orphans()
+    except Exception:  # noqa: BLE001 - a database hiccup: beat sends the next scan
+        log.exception("orphan scan failed")
+        return []
 
 
 @worker_ready.connect
@@ -65,8 +65,7 @@ def _on_worker_ready(sender=None, **kwargs):
         take_up_orphans(startup=True)
     except OperationalError as exc:  # the console migrates at its own start: not yet
         log.warning(
-            "operations table not ready (%s); the scan retries every %s s", exc, ORPHAN_SCAN_S
+            "operations table not ready (%s); beat's scan retries every %s s", exc, ORPHAN_SCAN_S
         )
-    except Exception:  # noqa: BLE001 - a database hiccup: the scan retries
+    except Exception:  # noqa: BLE001 - a database hiccup: beat's scan retries
         log.exception("startup scan for operations failed")
-    threading.Thread(target=_scan_forever, name="quill-orphan-scan", daemon=True).start()

@@ -1,6 +1,9 @@
 """What the group and transaction coordinators share: the partitions of their internal
 topic this broker leads, loaded and unloaded one job at a time, in order, on one
-worker task (Kafka's single-threaded scheduler), guarded by the leader epoch."""
+worker task (Kafka's single-threaded scheduler), guarded by the leader epoch.
+
+``CoordinatorPartitions`` is a collaborator each state manager owns
+(``GroupMetadataManager.partitions``, ``TransactionStateManager.partitions``)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,11 @@ log = logging.getLogger(__name__)
 
 
 class CoordinatorPartitions:
-    """Mixin state: ``loading``, ``owned`` and ``epochs`` per partition of ``topic``."""
+    """``loading``, ``owned`` and ``epochs`` per partition of ``topic``, and the job
+    queue that loads and unloads them."""
 
-    topic: str
-
-    def _init_partitions(self, replicas, load_buffer_size: int) -> None:
+    def __init__(self, topic: str, replicas, load_buffer_size: int) -> None:
+        self.topic = topic
         self.replicas = replicas
         self.load_buffer_size = load_buffer_size
         self.loading: set[int] = set()
@@ -25,16 +28,38 @@ class CoordinatorPartitions:
         self._jobs: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
 
-    def _start_jobs(self) -> None:
+    def start(self) -> None:
         self._jobs = asyncio.Queue()
         self._worker = asyncio.ensure_future(self._run_jobs())
 
-    def _update_epoch(self, partition: int, epoch: int | None) -> bool:
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+
+    def update_epoch(self, partition: int, epoch: int | None) -> bool:
         """Record a newer epoch; False if ``epoch`` is stale (a late job)."""
         current = self.epochs.get(partition)
         if epoch is not None and (current is None or epoch > current):
             self.epochs[partition] = current = epoch
         return epoch is None or epoch == current
+
+    def begin_load(self, partition: int) -> bool:
+        """Mark the partition loading; False if it is loaded or loading already."""
+        if partition in self.owned or partition in self.loading:
+            return False
+        self.loading.add(partition)
+        return True
+
+    def finish_load(self, partition: int) -> None:
+        """The load ended: the partition is owned, unless it was released meanwhile."""
+        if partition in self.loading:
+            self.loading.discard(partition)
+            self.owned.add(partition)
+
+    def release(self, partition: int) -> None:
+        """Leadership moved: neither loading nor owned any more."""
+        self.loading.discard(partition)
+        self.owned.discard(partition)
 
     async def _run_jobs(self) -> None:
         while True:
@@ -46,10 +71,11 @@ class CoordinatorPartitions:
             except Exception:
                 log.exception("%s load/unload job failed", self.topic)
 
-    def _enqueue(self, job: Callable) -> None:
+    def enqueue(self, job: Callable) -> None:
+        """Run the coroutine function ``job`` after the jobs queued before it."""
         self._jobs.put_nowait(job)
 
-    async def _read_from_start(self, partition: int, epoch: int, replay) -> bool:
+    async def read_from_start(self, partition: int, epoch: int, replay) -> bool:
         """Feed the partition, from its log start to its end, to ``replay(data, pos) ->
         next pos``; False if the load went stale (leadership moved) meanwhile."""
         pos = None

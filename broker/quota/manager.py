@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from ..zk.znodes import ConfigType
 from .rate import Rate
 
 log = logging.getLogger(__name__)
@@ -61,11 +62,12 @@ def _desanitize(name: str) -> str:
 def parse_entity_path(path: str) -> Entity | None:
     """``clients/c``, ``users/u``, ``users/u/clients/c`` -> entity; anything else None."""
     parts = path.strip("/").split("/")
-    if len(parts) == 2 and parts[0] == "clients" and parts[1]:
+    users, clients = ConfigType.USER, ConfigType.CLIENT
+    if len(parts) == 2 and parts[0] == clients and parts[1]:
         return None, _desanitize(parts[1])
-    if len(parts) == 2 and parts[0] == "users" and parts[1]:
+    if len(parts) == 2 and parts[0] == users and parts[1]:
         return _desanitize(parts[1]), None
-    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
+    if len(parts) == 4 and parts[0] == users and parts[2] == clients and parts[1] and parts[3]:
         return _desanitize(parts[1]), _desanitize(parts[3])
     return None
 
@@ -73,11 +75,12 @@ def parse_entity_path(path: str) -> Entity | None:
 def entity_path(entity: Entity) -> str:
     user, client = entity
     if user is not None and client is not None:
-        return f"users/{sanitize(user)}/clients/{sanitize(client)}"
+        user_path = ConfigType.entity(ConfigType.USER, sanitize(user))
+        return user_path + "/" + ConfigType.entity(ConfigType.CLIENT, sanitize(client))
     if user is not None:
-        return f"users/{sanitize(user)}"
+        return ConfigType.entity(ConfigType.USER, sanitize(user))
     if client is not None:
-        return f"clients/{sanitize(client)}"
+        return ConfigType.entity(ConfigType.CLIENT, sanitize(client))
     raise ValueError("an entity names a user, a client-id or both")
 
 

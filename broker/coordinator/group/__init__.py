@@ -1,9 +1,12 @@
 """The group coordinator (Kafka's kafka.coordinator.group): classic consumer groups and
 their committed offsets, kept in the compacted internal topic ``__consumer_offsets``.
 
-- ``GroupCoordinator`` (coordinator.py + admin.py + liveness.py): JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-  DeleteGroups, OffsetDelete; static membership; asyncio timers for sessions and rebalances.
+- ``GroupCoordinator`` (coordinator.py): JoinGroup, SyncGroup, rebalances, static
+  membership; asyncio timers for joins and syncs. It owns the collaborators below.
+- ``MemberLiveness`` (liveness.py): Heartbeat, LeaveGroup, session timers (Kafka's
+  heartbeat purgatory).
+- ``GroupAdmin`` (admin.py): OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups,
+  ListGroups, DeleteGroups, OffsetDelete, the offsets of deleted partitions.
 - ``GroupMetadataManager`` (metadata_manager.py): the cache, writes (acks=all) and
   loads/unloads as leadership of ``__consumer_offsets`` partitions moves.
 - ``GroupMetadata`` / ``MemberMetadata`` (group.py, member.py): the state machine.

@@ -1,6 +1,10 @@
 """The group coordinator's offset and admin side: OffsetCommit, OffsetFetch,
 DescribeGroups, ListGroups, DeleteGroups and OffsetDelete (Kafka's GroupCoordinator
-handleCommitOffsets ... handleDeleteOffsets), mixed into GroupCoordinator."""
+handleCommitOffsets ... handleDeleteOffsets).
+
+``GroupAdmin`` is a collaborator ``GroupCoordinator`` owns; it calls the coordinator's
+public validation methods, its ``GroupMetadataManager`` and its ``MemberLiveness``.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +25,14 @@ DEAD_SUMMARY = {"group_state": "Dead", "protocol_type": "", "protocol_data": "",
 EMPTY_SUMMARY = {"group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
 
 
-class GroupAdminMixin:
+class GroupAdmin:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.manager = coordinator.manager
+
     # -- OffsetCommit ------------------------------------------------------------------------
     async def commit_offsets(
-        self: GroupCoordinator,
+        self,
         group_id: str,
         member_id: str,
         instance_id: str | None,
@@ -33,7 +41,7 @@ class GroupAdminMixin:
     ) -> dict[TopicPartition, ErrorCode]:
         """Validate, append and wait until the commit is committed; an error for every
         partition when the request is refused (nothing is written then)."""
-        error = self.validate_group_status(group_id, lenient_id=True)
+        error = self.coordinator.validate_group_status(group_id, lenient_id=True)
         group = self.manager.get_group(group_id) if error is None else None
         if error is None and group is None:
             if generation_id < 0:  # a group that only stores offsets ("simple" consumer)
@@ -48,11 +56,11 @@ class GroupAdminMixin:
         if error is not None:
             return dict.fromkeys(offsets, error)
         if group.state in (S.STABLE, S.PREPARING_REBALANCE):
-            self._schedule_heartbeat(group, group.get(member_id))
+            self.coordinator.liveness.schedule_heartbeat(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
     async def commit_txn_offsets(
-        self: GroupCoordinator,
+        self,
         group_id: str,
         producer_id: int,
         producer_epoch: int,
@@ -63,7 +71,7 @@ class GroupAdminMixin:
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): the group is created if
         needed; a member that names its generation (v3, KIP-447) is checked."""
-        error = self.validate_group_status(group_id, lenient_id=True)
+        error = self.coordinator.validate_group_status(group_id, lenient_id=True)
         group = None
         if error is None:
             group = self.manager.get_group(group_id)
@@ -86,7 +94,7 @@ class GroupAdminMixin:
         if generation_id < 0 and group.is_(S.EMPTY):
             return None  # an admin client, or a consumer without group management
         if generation_id >= 0 or member_id != "" or instance_id is not None:
-            error = self.validate_current_member(group, member_id, instance_id)
+            error = self.coordinator.validate_current_member(group, member_id, instance_id)
             if error is not None:
                 return error
             return E.illegal_generation if generation_id != group.generation_id else None
@@ -96,29 +104,27 @@ class GroupAdminMixin:
 
     # -- OffsetFetch ------------------------------------------------------------------------------
     def fetch_offsets(
-        self: GroupCoordinator,
+        self,
         group_id: str,
         require_stable: bool,
         tps: list[TopicPartition] | None,
     ):
         """(error, {tp: (offset, leader epoch, metadata, error)}); all offsets for None."""
-        error = self.validate_group_status(group_id, lenient_id=True)
+        error = self.coordinator.validate_group_status(group_id, lenient_id=True)
         if error is not None:
             return error, {}
         return E.none, self.manager.get_offsets(group_id, require_stable, tps)
 
     # -- DescribeGroups / ListGroups ----------------------------------------------------------------
-    def describe_group(self: GroupCoordinator, group_id: str) -> tuple[ErrorCode, dict]:
-        error = self.validate_group_status(group_id, lenient_id=True)
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, dict]:
+        error = self.coordinator.validate_group_status(group_id, lenient_id=True)
         if error is not None:
             return error, EMPTY_SUMMARY
         group = self.manager.get_group(group_id)
         return E.none, group.summary() if group is not None else DEAD_SUMMARY
 
-    def list_groups(
-        self: GroupCoordinator, states: set[str], types: set[str]
-    ) -> tuple[ErrorCode, list[dict]]:
-        if not self.active:
+    def list_groups(self, states: set[str], types: set[str]) -> tuple[ErrorCode, list[dict]]:
+        if not self.coordinator.active:
             return E.coordinator_not_available, []
         error = E.coordinator_load_in_progress if self.manager.is_loading else E.none
         states = {s.lower() for s in states}
@@ -137,16 +143,16 @@ class GroupAdminMixin:
         return error, groups
 
     # -- DeleteGroups / OffsetDelete -----------------------------------------------------------------
-    def _missing_group_error(self: GroupCoordinator, group_id: str) -> ErrorCode:
+    def _missing_group_error(self, group_id: str) -> ErrorCode:
         return (
             E.group_id_not_found if self.manager.group_not_exists(group_id) else E.not_coordinator
         )
 
-    def delete_groups(self: GroupCoordinator, group_ids: list[str]) -> dict[str, ErrorCode]:
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         errors: dict[str, ErrorCode] = {}
         doomed = []
         for group_id in group_ids:
-            error = self.validate_group_status(group_id, lenient_id=True)
+            error = self.coordinator.validate_group_status(group_id, lenient_id=True)
             group = self.manager.get_group(group_id) if error is None else None
             if error is not None:
                 errors[group_id] = error
@@ -169,7 +175,7 @@ class GroupAdminMixin:
                 errors[group.group_id] = E.none
         return errors
 
-    def handle_deleted_partitions(self: GroupCoordinator, tps: list[TopicPartition]) -> int:
+    def handle_deleted_partitions(self, tps: list[TopicPartition]) -> int:
         """Kafka's handleDeletedPartitions: a deleted topic's committed offsets leave every
         group this broker coordinates, with tombstones in __consumer_offsets."""
         removed = self.manager.cleanup_group_metadata(
@@ -181,9 +187,9 @@ class GroupAdminMixin:
         return removed
 
     def delete_offsets(
-        self: GroupCoordinator, group_id: str, tps: list[TopicPartition]
+        self, group_id: str, tps: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        error = self.validate_group_status(group_id)
+        error = self.coordinator.validate_group_status(group_id)
         if error is not None:
             return error, {}
         group = self.manager.get_group(group_id)

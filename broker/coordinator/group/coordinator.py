@@ -7,9 +7,11 @@ timeout, or group.initial.rebalance.delay.ms for a new group, stretched while me
 keep arriving) and a sync timer (members that do not SyncGroup in time are removed).
 
 Everything here runs on the event loop and never awaits between checking and changing
-a group, which is what Kafka's group lock gives it. Offsets, descriptions and deletions
-are in ``GroupAdminMixin`` (admin.py); heartbeats, session timeouts and LeaveGroup in
-``LivenessMixin`` (liveness.py).
+a group, which is what Kafka's group lock gives it. The coordinator owns three
+collaborators: ``manager`` (``GroupMetadataManager``: the cache and __consumer_offsets),
+``liveness`` (``MemberLiveness``: Heartbeat, LeaveGroup and the heartbeat purgatory)
+and ``admin`` (``GroupAdmin``: offsets, descriptions and deletions). They call the
+public methods here (validation, ``maybe_prepare_rebalance``, ``try_complete_join``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import asyncio
 import logging
 
 from ...protocol.errors import ErrorCode
-from .admin import GroupAdminMixin
+from .admin import GroupAdmin
 from .config import OFFSETS_TOPIC, GroupCoordinatorConfig
 from .group import GroupMetadata, GroupState, JoinResult, SyncResult
-from .liveness import LivenessMixin
+from .liveness import MemberLiveness
 from .member import MemberMetadata
 from .metadata_manager import GroupMetadataManager
 
@@ -31,11 +33,13 @@ S = GroupState
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
-class GroupCoordinator(LivenessMixin, GroupAdminMixin):
+class GroupCoordinator:
     def __init__(self, broker_id: int, replicas, config: GroupCoordinatorConfig) -> None:
         self.broker_id = broker_id
         self.config = config
         self.manager = GroupMetadataManager(broker_id, replicas, config)
+        self.liveness = MemberLiveness(self)
+        self.admin = GroupAdmin(self)
         self.active = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._expiry: asyncio.Task | None = None
@@ -44,6 +48,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
     # -- lifecycle -----------------------------------------------------------------------
     def startup(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.liveness.startup(self._loop)
         self.manager.startup()
         self._expiry = asyncio.ensure_future(self._expire_offsets_forever())
         self.active = True
@@ -78,7 +83,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
         if group.size > self.config.max_size:
             self._prepare_rebalance(group, "freshly-loaded group is over capacity")
         for member in group.members.values():
-            self._schedule_heartbeat(group, member)
+            self.liveness.schedule_heartbeat(group, member)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         previous = group.state
@@ -169,7 +174,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
         else:
             self._current_member_join(group, member_id, instance_id, args, protocols, callback)
         if group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+            self.try_complete_join(group)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         if group.state in (S.EMPTY, S.DEAD):
@@ -203,7 +208,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
                 )
         elif require_known:
             group.add_pending_member(new_id)
-            self._schedule_heartbeat_ms(group, new_id, args[3], pending=True)
+            self.liveness.schedule_expiration(group, new_id, args[3], pending=True)
             callback(JoinResult(new_id, E.member_id_required))
         else:
             self._add_member_and_rebalance(group, new_id, None, args, protocols, callback)
@@ -268,12 +273,12 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
             group.new_member_added = True
         group.add(member, callback)
         # a new member cannot heartbeat yet: expire it if it never completes the join
-        self._schedule_heartbeat_ms(group, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self.liveness.schedule_expiration(group, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.maybe_prepare_rebalance(group, f"adding new member {member_id}")
 
     def _update_member_and_rebalance(self, group, member, protocols, rebalance_ms, session_ms, cb):
         group.update_member(member, protocols, rebalance_ms, session_ms, cb)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _update_static_member(
         self, group, old_id, new_id, instance_id, protocols, args, callback, skip_ok
@@ -281,14 +286,12 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
         rebalance_ms, session_ms = args[2], args[3]
         current_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
-        self._schedule_heartbeat(group, member)
+        self.liveness.schedule_heartbeat(group, member)
         old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(member, protocols, rebalance_ms, session_ms, callback)
         if group.is_(S.STABLE):
             if group.select_protocol() != group.protocol_name:
-                self._maybe_prepare_rebalance(
-                    group, f"static member {instance_id} changed protocol"
-                )
+                self.maybe_prepare_rebalance(group, f"static member {instance_id} changed protocol")
                 return
             assignment = {m.member_id: m.assignment for m in group.members.values()}
 
@@ -297,7 +300,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
                     log.warning("could not persist static member %s: %s", instance_id, error.name)
                     group.update_member(member, old[0], old[1], old[2], None)
                     restored = group.replace_static_member(instance_id, new_id, old_id)
-                    self._schedule_heartbeat(group, restored)
+                    self.liveness.schedule_heartbeat(group, restored)
                     result = self._join_result(group, "", False, leader=current_leader)
                     result.error = error
                     callback(result)
@@ -314,7 +317,8 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
             self._prepare_rebalance(group, f"static member {instance_id} rejoined while syncing")
 
     # -- rebalancing ------------------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        """Start a rebalance if the group's state allows one (Kafka's maybePrepareRebalance)."""
         if group.can_rebalance:
             self._prepare_rebalance(group, reason)
 
@@ -338,7 +342,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
             self._schedule_join(group, delay, (delay, remaining))
         else:
             self._schedule_join(group, group.rebalance_timeout_ms, None)
-            self._try_complete_join(group)
+            self.try_complete_join(group)
 
     def _schedule_join(self, group, delay_ms: int, initial: tuple[int, int] | None) -> None:
         if group.join_timer is not None:
@@ -348,8 +352,9 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
             delay_ms / 1000, self._on_join_timer, group, initial
         )
 
-    def _try_complete_join(self, group: GroupMetadata) -> None:
-        """Kafka's checkAndComplete on the group's DelayedJoin."""
+    def try_complete_join(self, group: GroupMetadata) -> None:
+        """Complete the rebalance now if every member has rejoined (Kafka's
+        checkAndComplete on the group's DelayedJoin)."""
         if group.join_timer is not None and not group.join_is_initial:
             if group.has_all_members_joined:
                 group.join_timer.cancel()
@@ -381,7 +386,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
         if not group.maybe_elect_new_joined_leader() and group.members:
             log.error("group %s cannot complete the rebalance: no member rejoined", group.group_id)
             self._schedule_join(group, group.rebalance_timeout_ms, None)
-            self._try_complete_join(group)
+            self.try_complete_join(group)
             return
         group.init_next_generation()
         if group.is_(S.EMPTY):
@@ -405,7 +410,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
         for member in list(group.members.values()):
             result = self._join_result(group, member.member_id, group.is_leader(member.member_id))
             group.invoke_join_callback(member, result)
-            self._schedule_heartbeat(group, member)
+            self.liveness.schedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         self._schedule_pending_sync(group)
@@ -438,7 +443,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
             callback(
                 SyncResult(E.none, member.assignment, group.protocol_type, group.protocol_name)
             )
-            self._schedule_heartbeat(group, member)
+            self.liveness.schedule_heartbeat(group, member)
             return
         member.awaiting_sync = callback
         self._remove_pending_sync_member(group, member_id)
@@ -458,7 +463,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
                     return
                 if error != E.none:
                     self._propagate_assignment_error(group, error)
-                    self._maybe_prepare_rebalance(
+                    self.maybe_prepare_rebalance(
                         group, f"storing the assignment failed: {error.name}"
                     )
                     return
@@ -504,7 +509,7 @@ class GroupCoordinator(LivenessMixin, GroupAdminMixin):
                 group.protocol_name if ok else None,
             )
             if group.invoke_sync_callback(member, result):
-                self._schedule_heartbeat(group, member)
+                self.liveness.schedule_heartbeat(group, member)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
         if group.sync_timer is not None:

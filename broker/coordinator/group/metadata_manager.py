@@ -52,38 +52,37 @@ _GROUP_ERRORS = {
 INVALID_OFFSET = -1
 
 
-class GroupMetadataManager(CoordinatorPartitions):
-    topic = OFFSETS_TOPIC
-
+class GroupMetadataManager:
     def __init__(self, broker_id: int, replicas, config: GroupCoordinatorConfig) -> None:
         self.broker_id = broker_id
-        self._init_partitions(replicas, config.load_buffer_size)
+        self.replicas = replicas
+        self.partitions = CoordinatorPartitions(OFFSETS_TOPIC, replicas, config.load_buffer_size)
         self.config = config
         self.groups: dict[str, GroupMetadata] = {}
         self._tasks: set[asyncio.Task] = set()
         self._queued: dict[int, list[tuple[list, asyncio.Future]]] = {}
 
     def startup(self) -> None:
-        self._start_jobs()
+        self.partitions.start()
 
     def shutdown(self) -> None:
-        for task in [self._worker, *self._tasks]:
-            if task is not None:
-                task.cancel()
+        self.partitions.stop()
+        for task in self._tasks:
+            task.cancel()
 
     # -- where groups live -----------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
         return codec.partition_for(group_id, self.config.num_partitions)
 
     def is_group_local(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.owned
+        return self.partition_for(group_id) in self.partitions.owned
 
     def is_group_loading(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.loading
+        return self.partition_for(group_id) in self.partitions.loading
 
     @property
     def is_loading(self) -> bool:
-        return bool(self.loading)
+        return bool(self.partitions.loading)
 
     def group_not_exists(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -288,21 +287,20 @@ class GroupMetadataManager(CoordinatorPartitions):
     # -- loading and unloading -----------------------------------------------------------------
     def schedule_load(self, partition: int, epoch: int, on_loaded) -> None:
         log.info("scheduling the load of %s-%d (epoch %d)", OFFSETS_TOPIC, partition, epoch)
-        self._enqueue(lambda: self._load(partition, epoch, on_loaded))
+        self.partitions.enqueue(lambda: self._load(partition, epoch, on_loaded))
 
     def schedule_unload(self, partition: int, epoch: int | None, on_unloaded) -> None:
         async def job() -> None:
             self._unload(partition, epoch, on_unloaded)
 
-        self._enqueue(job)
+        self.partitions.enqueue(job)
 
     async def _load(self, partition: int, epoch: int, on_loaded) -> None:
-        if not self._update_epoch(partition, epoch):
+        if not self.partitions.update_epoch(partition, epoch):
             log.info("not loading %s-%d at stale epoch %d", OFFSETS_TOPIC, partition, epoch)
             return
-        if partition in self.owned or partition in self.loading:
+        if not self.partitions.begin_load(partition):
             return
-        self.loading.add(partition)
         started = time.monotonic()
         try:
             loaded = await self._read_partition(partition, epoch)
@@ -316,9 +314,7 @@ class GroupMetadataManager(CoordinatorPartitions):
                     (time.monotonic() - started) * 1000,
                 )
         finally:
-            if partition in self.loading:
-                self.loading.discard(partition)
-                self.owned.add(partition)
+            self.partitions.finish_load(partition)
 
     async def _read_partition(self, partition: int, epoch: int):
         """Replay the partition: the last value per key wins; tombstones delete."""
@@ -330,7 +326,7 @@ class GroupMetadataManager(CoordinatorPartitions):
         def replay(data: bytes, pos: int) -> int:
             return _replay(data, pos, offsets, groups, removed, txn)
 
-        if not await self._read_from_start(partition, epoch, replay):
+        if not await self.partitions.read_from_start(partition, epoch, replay):
             return None
         return offsets, groups, removed, txn
 
@@ -360,11 +356,10 @@ class GroupMetadataManager(CoordinatorPartitions):
         return count
 
     def _unload(self, partition: int, epoch: int | None, on_unloaded) -> None:
-        if not self._update_epoch(partition, epoch):
+        if not self.partitions.update_epoch(partition, epoch):
             log.info("not unloading %s-%d at stale epoch %s", OFFSETS_TOPIC, partition, epoch)
             return
-        self.owned.discard(partition)
-        self.loading.discard(partition)
+        self.partitions.release(partition)
         removed = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         for group in removed:
             on_unloaded(group)

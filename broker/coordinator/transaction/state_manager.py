@@ -37,36 +37,41 @@ _APPEND_ERRORS = {  # Kafka's TransactionStateManager.appendTransactionToLog
 }
 
 
-class TransactionStateManager(CoordinatorPartitions):
-    topic = TRANSACTION_STATE_TOPIC
-
+class TransactionStateManager:
     def __init__(self, broker_id: int, replicas, config: TransactionConfig) -> None:
         self.broker_id = broker_id
-        self._init_partitions(replicas, config.load_buffer_size)
+        self.replicas = replicas
+        self.partitions = CoordinatorPartitions(
+            TRANSACTION_STATE_TOPIC, replicas, config.load_buffer_size
+        )
         self.config = config
         self.txns: dict[str, TransactionMetadata] = {}
 
     def startup(self) -> None:
-        self._start_jobs()
+        self.partitions.start()
 
     def shutdown(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
+        self.partitions.stop()
 
     def partition_for(self, transactional_id: str) -> int:
         return codec.partition_for(transactional_id, self.config.num_partitions)
 
+    @property
+    def is_loading(self) -> bool:
+        """Some partition of __transaction_state is still loading."""
+        return bool(self.partitions.loading)
+
     def status(self, transactional_id: str) -> ErrorCode:
         """NONE if this broker coordinates the id now, else why not."""
         partition = self.partition_for(transactional_id)
-        if partition in self.loading:
+        if partition in self.partitions.loading:
             return E.coordinator_load_in_progress
-        if partition not in self.owned:
+        if partition not in self.partitions.owned:
             return E.not_coordinator
         return E.none
 
     def coordinator_epoch(self, transactional_id: str) -> int:
-        return self.epochs.get(self.partition_for(transactional_id), -1)
+        return self.partitions.epochs.get(self.partition_for(transactional_id), -1)
 
     # -- writes ------------------------------------------------------------------------------
     async def transition(self, md: TransactionMetadata, new: TransactionMetadata) -> ErrorCode:
@@ -101,8 +106,8 @@ class TransactionStateManager(CoordinatorPartitions):
 
     async def _append(self, transactional_id: str, new: TransactionMetadata | None) -> ErrorCode:
         partition = self.partition_for(transactional_id)
-        epoch = self.epochs.get(partition)
-        if partition not in self.owned:
+        epoch = self.partitions.epochs.get(partition)
+        if partition not in self.partitions.owned:
             return E.not_coordinator
         value = None if new is None else codec.value_bytes(new.to_log())
         batch = rec.build_batch(
@@ -117,7 +122,7 @@ class TransactionStateManager(CoordinatorPartitions):
             result.last_offset,
             self.config.write_timeout_ms / 1000,
         )
-        if self.epochs.get(partition) != epoch or partition not in self.owned:
+        if self.partitions.epochs.get(partition) != epoch or partition not in self.partitions.owned:
             return E.not_coordinator  # leadership moved while we waited
         if not ok:
             part = self.replicas.partitions.get((TRANSACTION_STATE_TOPIC, partition))
@@ -129,20 +134,19 @@ class TransactionStateManager(CoordinatorPartitions):
         log.info(
             "scheduling the load of %s-%d (epoch %d)", TRANSACTION_STATE_TOPIC, partition, epoch
         )
-        self._enqueue(lambda: self._load(partition, epoch, on_loaded))
+        self.partitions.enqueue(lambda: self._load(partition, epoch, on_loaded))
 
     def schedule_unload(self, partition: int, epoch: int | None) -> None:
         async def job() -> None:
             self._unload(partition, epoch)
 
-        self._enqueue(job)
+        self.partitions.enqueue(job)
 
     async def _load(self, partition: int, epoch: int, on_loaded) -> None:
-        if not self._update_epoch(partition, epoch):
+        if not self.partitions.update_epoch(partition, epoch):
             return
-        if partition in self.owned or partition in self.loading:
+        if not self.partitions.begin_load(partition):
             return
-        self.loading.add(partition)
         loaded = None
         try:
             loaded = await self._read_partition(partition, epoch)
@@ -156,23 +160,22 @@ class TransactionStateManager(CoordinatorPartitions):
                     partition,
                 )
         finally:
-            if partition in self.loading:
-                self.loading.discard(partition)
-                self.owned.add(partition)
+            self.partitions.finish_load(partition)
         if loaded is not None:
             on_loaded([self.txns[t] for t in loaded if t in self.txns])
 
     async def _read_partition(self, partition: int, epoch: int):
         found: dict[str, codec.TxnLogValue] = {}
-        if not await self._read_from_start(partition, epoch, lambda d, p: _replay(d, p, found)):
+        if not await self.partitions.read_from_start(
+            partition, epoch, lambda d, p: _replay(d, p, found)
+        ):
             return None
         return found
 
     def _unload(self, partition: int, epoch: int | None) -> None:
-        if not self._update_epoch(partition, epoch):
+        if not self.partitions.update_epoch(partition, epoch):
             return
-        self.loading.discard(partition)
-        self.owned.discard(partition)
+        self.partitions.release(partition)
         for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
             del self.txns[txn_id]
         log.info("unloaded %s-%d", TRANSACTION_STATE_TOPIC, partition)

@@ -122,7 +122,7 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
     cache.controller_id = req.controller_id
     server.metadata_updated()
     if deleted and server.group_coordinator is not None:
-        server.group_coordinator.handle_deleted_partitions(deleted)
+        server.group_coordinator.admin.handle_deleted_partitions(deleted)
     return {"error_code": ErrorCode.none}
 
 

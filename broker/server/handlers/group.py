@@ -206,7 +206,7 @@ async def handle_sync_group(server: KafkaServer, header: RequestHeader, req: Any
 
 
 async def handle_heartbeat(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    error = server.group_coordinator.heartbeat(
+    error = server.group_coordinator.liveness.heartbeat(
         req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id
     )
     return {"throttle_time": 0, "error_code": error}
@@ -219,7 +219,7 @@ async def handle_leave_group(server: KafkaServer, header: RequestHeader, req: An
         ]
     else:
         leaving = [(req.member_id, None, None)]
-    error, results = server.group_coordinator.leave_group(req.group_id, leaving)
+    error, results = server.group_coordinator.liveness.leave_group(req.group_id, leaving)
     if header.api_version < 3 and error == E.none:
         error = next((e for _m, _i, e in results if e != E.none), E.none)
     return {
@@ -235,7 +235,7 @@ async def handle_leave_group(server: KafkaServer, header: RequestHeader, req: An
 async def handle_describe_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     groups = []
     for group_id in req.groups:
-        error, summary = server.group_coordinator.describe_group(group_id)
+        error, summary = server.group_coordinator.admin.describe_group(group_id)
         groups.append(
             {
                 "error_code": error,
@@ -249,7 +249,7 @@ async def handle_describe_groups(server: KafkaServer, header: RequestHeader, req
 
 
 async def handle_list_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    error, groups = server.group_coordinator.list_groups(
+    error, groups = server.group_coordinator.admin.list_groups(
         set(getattr(req, "states_filter", None) or ()),
         set(getattr(req, "types_filter", None) or ()),
     )
@@ -257,7 +257,7 @@ async def handle_list_groups(server: KafkaServer, header: RequestHeader, req: An
 
 
 async def handle_delete_groups(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    errors = server.group_coordinator.delete_groups(list(req.groups_names))
+    errors = server.group_coordinator.admin.delete_groups(list(req.groups_names))
     return {
         "throttle_time": 0,
         "results": [{"group_id": g, "error_code": e} for g, e in errors.items()],

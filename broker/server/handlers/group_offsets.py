@@ -116,7 +116,7 @@ async def handle_offset_commit(server: KafkaServer, header: RequestHeader, req: 
     errors, offsets, order = offsets_of_request(server, req.topics, expire)
     if offsets:
         errors.update(
-            await server.group_coordinator.commit_offsets(
+            await server.group_coordinator.admin.commit_offsets(
                 req.group_id,
                 req.member_id,
                 getattr(req, "group_instance_id", None),
@@ -132,7 +132,7 @@ def _fetch_group(server: KafkaServer, group_id: str, topics, require_stable: boo
     tps = None
     if topics is not None:
         tps = [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = server.group_coordinator.fetch_offsets(group_id, require_stable, tps)
+    error, found = server.group_coordinator.admin.fetch_offsets(group_id, require_stable, tps)
     if error != E.none:
         return error, []
     out: dict[str, list] = {}
@@ -185,7 +185,7 @@ async def handle_offset_delete(server: KafkaServer, header: RequestHeader, req: 
     order = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     errors = {tp: E.unknown_topic_or_partition for tp in order if not _known(server, *tp)}
     wanted = [tp for tp in order if tp not in errors]
-    error, deleted = server.group_coordinator.delete_offsets(req.group_id, wanted)
+    error, deleted = server.group_coordinator.admin.delete_offsets(req.group_id, wanted)
     if error != E.none:
         return {"throttle_time": 0, "error_code": error, "topics": []}
     errors.update(deleted)

@@ -133,7 +133,7 @@ async def handle_list_transactions(server: KafkaServer, header: RequestHeader, r
     known = set(STATE_NAMES.values())
     wanted = set(req.state_filters or ())
     pids = set(req.producer_id_filters or ())
-    error = E.coordinator_load_in_progress if manager.loading else E.none
+    error = E.coordinator_load_in_progress if manager.is_loading else E.none
     states = [
         {
             "transactional_id": md.transactional_id,
@@ -157,7 +157,7 @@ async def handle_list_transactions(server: KafkaServer, header: RequestHeader, r
 async def handle_txn_offset_commit(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
     errors, offsets, order = offsets_of_request(server, req.topics)
     if offsets:
-        result = await server.group_coordinator.commit_txn_offsets(
+        result = await server.group_coordinator.admin.commit_txn_offsets(
             req.group_id,
             req.producer_id,
             req.producer_epoch,
