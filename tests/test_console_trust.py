@@ -1,0 +1,77 @@
+"""What breaks an operator's trust in the console (issue 29, items 1-5): answers that
+stay wrong after leaders move, jobs that report nothing honestly, rates of groups that
+stopped, forms that lose what was typed, pages that clip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from console.cluster import admin
+from tests.ops_helpers import state, unique
+from tests.wait_helpers import wait_until
+
+pytest_plugins = ["tests.console_helpers"]
+
+
+@pytest.fixture(scope="module")
+def console_cluster(cluster_factory):
+    return cluster_factory(3)
+
+
+def _records(bootstrap: str, topic: str, partitions: int, per: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(partitions):
+        for i in range(per):
+            producer.produce(topic, b"v%d" % i, key=b"k%d" % i, partition=p)
+    assert producer.flush(30) == 0
+
+
+def test_leader_moves_then_group_reset_and_messages_work_at_once(console):
+    cluster = console.cluster
+    topic = unique("moved")
+    admin.create_topic(topic, 3, 3, {})
+    _records(cluster.bootstrap, topic, 3, 5)
+    gid = unique("g")
+    admin.alter_group_offsets(gid, {(topic, p): 1 for p in range(3)})
+    client = console.login("operator")
+    assert client.get(f"/api/groups/{gid}").status_code == 200
+    assert client.get(f"/messages/?topic={topic}&partition=0&mode=end").status_code == 200
+    before = state(cluster, topic, 0)
+    leader = before["leader"]
+    cluster.broker(leader).restart()
+    wait_until(
+        lambda: (
+            state(cluster, topic, 0)["leader"] != leader
+            or state(cluster, topic, 0)["leader_epoch"] > before["leader_epoch"]
+        ),
+        60,
+        "partition 0's leader to move",
+    )
+    _group_reset_and_messages_answer(client, gid, topic)
+    # Back in the ISR, the preferred replica takes partition 0 again: a new leader epoch.
+    wait_until(lambda: len(state(cluster, topic, 0)["isr"]) == 3, 60, "the full ISR")
+    moved = state(cluster, topic, 0)
+    kafka = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept until it answers
+    kafka.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    after = state(cluster, topic, 0)
+    assert (after["leader"], after["leader_epoch"]) != (moved["leader"], moved["leader_epoch"])
+    _group_reset_and_messages_answer(client, gid, topic)
+
+
+def _group_reset_and_messages_answer(client, gid: str, topic: str) -> None:
+    r = client.get(f"/api/groups/{gid}")
+    assert r.status_code == 200, r.content
+    assert {p["partition"] for p in r.json()["partitions"]} == {0, 1, 2}
+    body = {"strategy": "earliest", "dry_run": False}
+    r = client.post(f"/api/groups/{gid}/reset", json.dumps(body), content_type="application/json")
+    assert r.status_code == 200, r.content
+    assert admin.group_offsets(gid) == {(topic, p): 0 for p in range(3)}
+    r = client.get(f"/messages/?topic={topic}&partition=0&mode=end")
+    assert r.status_code == 200, r.content
+    assert b"k4" in r.content
