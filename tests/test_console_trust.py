@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from console.cluster import admin
+from console.cluster import admin, zk
+from console.operations.models import Operation
 from tests.ops_helpers import state, unique
 from tests.wait_helpers import wait_until
 
@@ -75,3 +76,48 @@ def _group_reset_and_messages_answer(client, gid: str, topic: str) -> None:
     r = client.get(f"/messages/?topic={topic}&partition=0&mode=end")
     assert r.status_code == 200, r.content
     assert b"k4" in r.content
+
+
+def _elect_every_partition(console) -> Operation:
+    from workers import jobs, kinds  # noqa: F401 - kinds registers the runners
+
+    op = Operation.objects.create(kind="elect-leaders", params={}, username="t")
+    assert jobs.run(op.id) == "succeeded"
+    op.refresh_from_db()
+    return op
+
+
+def test_election_reports_moves_as_a_table_and_already_preferred_honestly(console):
+    cluster = console.cluster
+    topic = unique("pref")
+    admin.create_topic(topic, 2, 3, {})
+    _elect_every_partition(console)  # what earlier tests moved goes back first
+    total = sum(len(a) for a in zk.assignments(zk.topic_names()).values())
+    leader = state(cluster, topic, 0)["leader"]
+    cluster.broker(leader).restart()
+    wait_until(lambda: len(state(cluster, topic, 0)["isr"]) == 3, 60, "the full ISR")
+    moved = {
+        (t, p)
+        for t, a in zk.assignments(zk.topic_names()).items()
+        for p, replicas in a.items()
+        if state(cluster, t, p)["leader"] != replicas[0]
+    }
+    assert (topic, 0) in moved
+    interim = state(cluster, topic, 0)["leader"]
+    op = _elect_every_partition(console)
+    assert op.progress["total"] == op.progress["done"] == total
+    assert op.progress["percent"] == 100.0
+    assert {(r["topic"], r["partition"]) for r in op.result["elected"]} == moved
+    assert op.result["not_needed"] == total - len(moved)
+    html = console.login("viewer").get(f"/operations/{op.id}/").content.decode()
+    assert 'id="election-result"' in html
+    row = f'<td class="mono">{topic}-0</td><td class="num">{interim}</td>'
+    assert row + f'<td class="num">{leader}</td><td>moved</td>' in html
+    assert f"{total - len(moved)} already preferred" in html
+    # Every leader preferred now: all of them reported so, not "0 / ?".
+    op = _elect_every_partition(console)
+    assert op.result == {"elected": [], "not_needed": total, "failed": []}
+    assert op.progress["total"] == op.progress["done"] == total
+    html = console.login("viewer").get(f"/operations/{op.id}/").content.decode()
+    assert f"{total} / {total}" in html and f"{total} already preferred" in html
+    assert "100.0 %" in html
