@@ -121,3 +121,28 @@ def test_election_reports_moves_as_a_table_and_already_preferred_honestly(consol
     html = console.login("viewer").get(f"/operations/{op.id}/").content.decode()
     assert f"{total} / {total}" in html and f"{total} already preferred" in html
     assert "100.0 %" in html
+
+
+def test_a_stopped_group_shows_no_rate_and_no_catch_up(console):
+    """The monitor's group sampler over a real topic: a group that committed a record a
+    second, then stopped; five minutes on its rate is 0, no catch-up is promised and the
+    topic's out rate is 0, not the last value seen."""
+    from console.monitor.sampler import GroupSampler
+
+    topic = unique("stop")
+    admin.create_topic(topic, 1, 1, {})
+    _records(console.cluster.bootstrap, topic, 1, 100)
+    part, gid = (topic, 0), unique("g")
+    listed = [{"group_id": gid, "state": "Empty", "simple": False}]
+    described = {gid: {"state": "Empty", "members": []}}
+    sampler, s = GroupSampler(), {"hw": {part: 100}}
+    for t in range(0, 60, 5):
+        out, _deltas, consumed = sampler.sample(
+            s, 1000.0 + t, (listed, described, {gid: {part: t}})
+        )
+    row = out[gid]["partitions"][f"{topic}/0"]
+    assert row["rate"] == pytest.approx(1.0) and consumed[topic] == pytest.approx(1.0)
+    out, _deltas, consumed = sampler.sample(s, 1355.0, (listed, described, {gid: {part: 55}}))
+    row = out[gid]["partitions"][f"{topic}/0"]
+    assert (row["lag"], row["rate"], row["eta_s"], row["status"]) == (45, 0.0, None, "STOP")
+    assert consumed[topic] == 0.0
