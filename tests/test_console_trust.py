@@ -146,3 +146,62 @@ def test_a_stopped_group_shows_no_rate_and_no_catch_up(console):
     row = out[gid]["partitions"][f"{topic}/0"]
     assert (row["lag"], row["rate"], row["eta_s"], row["status"]) == (45, 0.0, None, "STOP")
     assert consumed[topic] == 0.0
+
+
+def test_a_refused_config_edit_keeps_the_text_and_says_why_beside_it(console):
+    topic = unique("cfg")
+    admin.create_topic(topic, 1, 3, {})
+    client = console.login("operator")
+    typed = "retention.ms=3600000\nmin.insync.replicas=5"
+    r = client.post(f"/topics/{topic}/configs", {"configs": typed})
+    assert r.status_code == 400
+    html = r.content.decode()
+    assert f">{typed}</textarea>" in html
+    assert "min.insync.replicas 5 is more than the replication factor 3" in html
+    assert '<div class="field-error">min.insync.replicas 5' in html
+    typed = "retention.ms=an hour"
+    r = client.post(f"/topics/{topic}/configs", {"configs": typed})
+    assert r.status_code == 400 and f">{typed}</textarea>" in r.content.decode()
+    assert "retention.ms" not in {
+        c["name"] for c in admin.topic_configs(topic) if c["source"] == "topic"
+    }
+
+
+def test_the_acl_page_says_up_front_that_no_authorizer_is_configured(console):
+    html = console.login("admin").get("/security/acls/").content.decode()
+    assert 'id="no-authorizer"' in html and "authorizer.class.name" in html
+    assert 'id="acl-form"' not in html
+
+
+def test_an_empty_partition_in_messages_asks_for_one_by_its_range(console):
+    topic = unique("msg")
+    admin.create_topic(topic, 3, 1, {})
+    r = console.login("viewer").get(f"/messages/?topic={topic}&partition=&mode=end")
+    html = r.content.decode()
+    assert r.status_code == 400
+    assert f"Choose the partition to read: {topic} has partitions 0 to 2." in html
+    assert "whole number" not in html
+
+
+def test_removals_ask_first_and_short_scram_passwords_are_refused(console):
+    client = console.login("admin")
+    user = unique("u")
+    r = client.post(
+        "/security/scram-users/action",
+        {"user": user, "mechanism": "SCRAM-SHA-256", "password": "x"},
+    )
+    assert r.status_code == 400
+    assert "at least 8 characters long (this one has 1)" in r.content.decode()
+    r = client.post(
+        "/security/scram-users/action",
+        {"user": user, "mechanism": "SCRAM-SHA-256", "password": "long-enough"},
+    )
+    assert r.status_code == 302
+    html = client.get("/security/scram-users/").content.decode()
+    assert f'data-confirm="Delete the SCRAM-SHA-256 credential of {user}?' in html
+    client.post("/quotas/set", {"user": user, "producer_byte_rate": "1048576"})
+    html = client.get("/quotas/").content.decode()
+    assert 'data-confirm="Remove this quota (' + user in html
+    client.post("/account/tokens/action", {"name": "ci"})
+    html = client.get("/account/tokens/").content.decode()
+    assert 'data-confirm="Revoke the token ci?' in html
