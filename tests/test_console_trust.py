@@ -205,3 +205,15 @@ def test_removals_ask_first_and_short_scram_passwords_are_refused(console):
     client.post("/account/tokens/action", {"name": "ci"})
     html = client.get("/account/tokens/").content.decode()
     assert 'data-confirm="Revoke the token ci?' in html
+
+
+def test_compaction_requests_do_not_claim_no_figures_beside_the_cleaners():
+    from django.template.loader import render_to_string
+
+    context = {"compaction": {"rows": []}, "topic": {"name": "t"}}
+    alone = render_to_string("console/_compaction_reports.html", context)
+    assert "No figures yet" in alone and 'id="cleaner-status"' in alone
+    cleaner = [{"partition": 0, "broker": 1, "dirty_ratio": 0.4}]
+    beside = render_to_string("console/_compaction_reports.html", {**context, "cleaner": cleaner})
+    assert "No figures yet" not in beside and 'id="cleaner-status"' not in beside
+    assert 'id="compaction-none"' in beside
