@@ -135,6 +135,7 @@ def test_admin_sets_changes_and_deletes_a_scram_password(console, zk):
         ({"iterations": "100"}, "iterations", "Iterations must be between 4,096 and 16,384"),
         ({"iterations": "lots"}, "iterations", "Iterations must be a whole number"),
         ({"password": ""}, "password", "The password must not be empty."),
+        ({"password": "x"}, "password", "at least 8 characters long (this one has 1)"),
         ({"user": "  "}, "user", "A SCRAM user needs a name."),
         ({"user": "bad\x00name"}, "user", "must not contain control characters"),
     ],
@@ -142,7 +143,7 @@ def test_admin_sets_changes_and_deletes_a_scram_password(console, zk):
 def test_bad_scram_input_names_the_field_and_changes_nothing(console, zk, form, field, message):
     client = console.login(ADMIN)
     user = unique("bad")
-    body = {"user": user, "mechanism": "SCRAM-SHA-256", "password": "pw", **form}
+    body = {"user": user, "mechanism": "SCRAM-SHA-256", "password": "password-1", **form}
     answer = client.post("/security/scram-users/action", body)
     assert answer.status_code == 400
     assert message in answer.content.decode()
@@ -162,7 +163,7 @@ def test_the_api_lists_sets_and_deletes_credentials(console, zk):
     user = unique("api")
     made = client.post(
         "/api/security/scram-users",
-        data=json.dumps({"user": user, "mechanism": "SCRAM-SHA-256", "password": "api-pw"}),
+        data=json.dumps({"user": user, "mechanism": "SCRAM-SHA-256", "password": "api-password"}),
         content_type="application/json",
     )
     assert made.status_code == 200, made.content
@@ -172,8 +173,8 @@ def test_the_api_lists_sets_and_deletes_credentials(console, zk):
     }
     listed = client.get("/api/security/scram-users").json()
     assert {"user": user, "credentials": made.json()["credentials"]} in listed
-    assert "api-pw" not in json.dumps(listed)
-    assert password_works(stored_credentials(zk, user)["SCRAM-SHA-256"], user, "api-pw")
+    assert "api-password" not in json.dumps(listed)
+    assert password_works(stored_credentials(zk, user)["SCRAM-SHA-256"], user, "api-password")
     gone = client.delete(f"/api/security/scram-users?user={user}&mechanism=SCRAM-SHA-256")
     assert gone.status_code == 204
     assert stored_credentials(zk, user) == {}

@@ -101,6 +101,7 @@ def test_admin_manages_scram_users_and_acls_in_the_browser(stack, page):
     cells = [c.strip() for c in acl_row.locator("td").all_text_contents()[:7]]
     assert cells == ["TOPIC", topic, "PREFIXED", f"User:{user}", "*", "WRITE", "ALLOW"]
     page.screenshot(path=str(OUT / "security-acls.png"), full_page=True)
+    page.once("dialog", lambda dialog: dialog.accept())  # "Remove the ACL ...?"
     acl_row.locator("button:has-text('remove')").click()
     page.locator(".messages li", has_text="Removed the ACL.").wait_for()
     assert page.locator("#acls tbody tr", has_text=topic).count() == 0

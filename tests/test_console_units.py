@@ -93,7 +93,20 @@ def test_window_records_changes_only_and_rates():
     for ts, offset in [(0, 0), (1, 0), (2, 100), (3, 100), (4, 300), (5, 400)]:
         w.observe(ts, offset, 0)
     assert [c.offset for c in w.commits] == [100, 300, 400]
-    assert w.consume_rate() == pytest.approx(100.0)
+    assert w.consume_rate(5) == pytest.approx(100.0)  # 300 records over the 3 s seen
+    assert w.consume_rate(122, window_s=60) == 0.0  # none committed in the last minute
+
+
+def test_a_stopped_consumer_rate_falls_to_zero_and_no_catch_up_is_promised():
+    w = burrow.PartitionWindow()
+    for ts in range(0, 120, 10):  # one record a second, committed every 10 s
+        w.observe(ts, ts, 5000 - ts)
+    assert w.consume_rate(110) == pytest.approx(1.0)
+    assert w.consume_rate(140) == pytest.approx(0.5)  # the last minute: 30 of 60 s consuming
+    stopped = w.consume_rate(110 + 300)  # five minutes after the last commit
+    assert stopped == 0.0
+    assert burrow.catch_up_s(3601, stopped, 0.0) is None
+    assert burrow.PartitionWindow().consume_rate(0) is None
 
 
 def test_formats():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.messages import RequestHeader, build, encode_request, request_schema
 from broker.zk.znodes import ConfigType
 from console.cluster import wire, zk
 from console.errors import ClusterUnavailable
@@ -84,13 +83,9 @@ def _ask(api_key: int, version: int, body: dict, broker_id: int | None = None):
         target = next(iter(sorted(live)), None)
     if target is None:
         raise ClusterUnavailable("No broker is registered in ZooKeeper.")
-    frame = encode_request(
-        RequestHeader(api_key, version, 0, "quill-worker"),
-        build(request_schema(api_key, version), body),
-    )
     sock = wire.broker_socket(live[target]["host"], live[target]["port"])
     try:
-        return sock.pipeline([wire.Call(api_key, version, frame, None)])[0]
+        return sock.pipeline([wire.request_call(api_key, version, body, "quill-worker")])[0]
     except OSError as exc:
         raise ClusterUnavailable(f"Broker {target} did not answer: {exc}") from exc
 

@@ -1,11 +1,21 @@
 """The admin APIs through librdkafka (confluent_kafka.AdminClient): topics, partitions,
 configs, consumer groups and their offsets. Broker errors become OpError sentences,
-with the field they concern where the error names one."""
+with the field they concern where the error names one.
+
+Kafka's client rule for a leader or coordinator that moved (NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH, NOT_COORDINATOR and their kin): refresh metadata and retry, with
+backoff, a few times. librdkafka's admin client keeps the leaders and leader epochs it
+first learnt and answers these errors as they come, so `retried` does it: a fresh
+client (fresh metadata: leaders, epochs, coordinators), then the call again; past
+ATTEMPTS the error, saying that the leadership is still moving.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+import time
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -40,6 +50,24 @@ FIELD_OF = {
     KafkaError.INVALID_CONFIG: "configs",
     KafkaError.POLICY_VIOLATION: "configs",
 }
+# Answers that mean "your metadata is stale": refresh and retry (Kafka's
+# InvalidMetadataException and the coordinator errors its clients retry).
+STALE_METADATA = frozenset(
+    KafkaError(code).name()
+    for code in (
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # NOT_LEADER_OR_FOLLOWER since Kafka 2.6
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    )
+)
+ATTEMPTS = 5
+BACKOFF_S, BACKOFF_MAX_S = 0.1, 1.0  # doubled each attempt (KIP-580's exponential backoff)
 SOURCE_NAMES = {
     1: "topic",
     2: "dynamic broker",
@@ -65,6 +93,47 @@ def client() -> AdminClient:
             )
             _admin_for = settings.QUILL_BOOTSTRAP_SERVERS
         return _admin
+
+
+def refresh_metadata() -> None:
+    """Forget the admin client: the next call bootstraps one with fresh metadata."""
+    global _admin
+    with _lock:
+        _admin = None
+
+
+def refresh_and_wait(attempt: int) -> None:
+    """Before attempt `attempt` + 1: fresh metadata, then the backoff."""
+    refresh_metadata()
+    time.sleep(min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (attempt - 1)))
+
+
+def is_stale(exc: OpError) -> bool:
+    return exc.errors.get("code") in STALE_METADATA
+
+
+def retried(fn):
+    """Call `fn`; on a stale-metadata answer refresh metadata, back off and call again,
+    ATTEMPTS times in all (every call wrapped so is idempotent)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return fn(*args, **kwargs)
+            except OpError as exc:
+                if not is_stale(exc):
+                    raise
+                if attempt == ATTEMPTS:
+                    raise OpError(
+                        f"{exc.message} (still so after {ATTEMPTS} attempts with fresh "
+                        f"metadata: the leadership is moving; try again in a few seconds)",
+                        status=503,
+                        code=exc.errors["code"],
+                    ) from exc
+            refresh_and_wait(attempt)
+
+    return call
 
 
 def wait_result(future, what: str):
@@ -105,6 +174,7 @@ def create_partitions(name: str, total: int, validate_only=False):
     wait_result(fs[name], f"Adding partitions to {name!r}")
 
 
+@retried
 def topic_configs(name: str) -> list[dict]:
     resource = ConfigResource(ResourceType.TOPIC, name)
     entries = wait_result(
@@ -123,6 +193,7 @@ def topic_configs(name: str) -> list[dict]:
     ]
 
 
+@retried
 def alter_topic_configs(name: str, set_: dict[str, str], delete: list[str], validate_only=False):
     ops = [
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
@@ -132,6 +203,7 @@ def alter_topic_configs(name: str, set_: dict[str, str], delete: list[str], vali
     wait_result(fs[resource], f"Changing {name!r} configs")
 
 
+@retried
 def offsets(parts: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, int], int]:
     """Offsets from the leaders: spec 'earliest', 'latest' or a timestamp in ms (the
     first offset at or after it; the log end when there is none)."""
@@ -157,6 +229,7 @@ def offsets(parts: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, in
 # ---------------------------------------------------------------- consumer groups
 
 
+@retried
 def list_groups() -> list[dict]:
     result = wait_result(client().list_consumer_groups(), "Listing consumer groups")
     groups = [
@@ -178,6 +251,7 @@ def describe_group(group_id: str) -> dict:
     return describe_groups([group_id])[group_id]
 
 
+@retried
 def describe_groups(group_ids: list[str]) -> dict[str, dict]:
     if not group_ids:
         return {}
@@ -207,10 +281,38 @@ def _group(group_id: str, g) -> dict:
     }
 
 
+@retried
 def group_offsets(group_id: str) -> dict[tuple[str, int], int]:
     request = [ConsumerGroupTopicPartitions(group_id)]
     fs = client().list_consumer_group_offsets(request)
-    result = wait_result(fs[group_id], f"Reading offsets of group {group_id!r}")
+    return _committed(wait_result(fs[group_id], f"Reading offsets of group {group_id!r}"))
+
+
+def groups_offsets(group_ids: list[str]) -> dict[str, dict[tuple[str, int], int] | OpError]:
+    """Committed offsets of many groups: every OffsetFetch is sent before any answer is
+    awaited (librdkafka takes one group per request), so N groups cost one round trip,
+    not N. A group whose offsets could not be read maps to its OpError; one whose
+    coordinator moved is asked again with fresh metadata (as `retried`)."""
+    out: dict = {}
+    ask = list(group_ids)
+    for attempt in range(1, ATTEMPTS + 1):
+        fs = {
+            gid: client().list_consumer_group_offsets([ConsumerGroupTopicPartitions(gid)])[gid]
+            for gid in ask
+        }
+        for gid, f in fs.items():
+            try:
+                out[gid] = _committed(wait_result(f, f"Reading offsets of group {gid!r}"))
+            except OpError as exc:
+                out[gid] = exc
+        ask = [g for g in ask if isinstance(out[g], OpError) and is_stale(out[g])]
+        if not ask or attempt == ATTEMPTS:
+            return out
+        refresh_and_wait(attempt)
+    return out
+
+
+def _committed(result) -> dict[tuple[str, int], int]:
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions
@@ -218,41 +320,22 @@ def group_offsets(group_id: str) -> dict[tuple[str, int], int]:
     }
 
 
-def groups_offsets(group_ids: list[str]) -> dict[str, dict[tuple[str, int], int] | OpError]:
-    """Committed offsets of many groups: every OffsetFetch is sent before any answer is
-    awaited (librdkafka takes one group per request), so N groups cost one round trip,
-    not N. A group whose offsets could not be read maps to its OpError."""
-    fs = {
-        gid: client().list_consumer_group_offsets([ConsumerGroupTopicPartitions(gid)])[gid]
-        for gid in group_ids
-    }
-    out: dict = {}
-    for gid, f in fs.items():
-        try:
-            result = wait_result(f, f"Reading offsets of group {gid!r}")
-        except OpError as exc:
-            out[gid] = exc
-            continue
-        out[gid] = {
-            (tp.topic, tp.partition): tp.offset
-            for tp in result.topic_partitions
-            if tp.error is None and tp.offset >= 0
-        }
-    return out
-
-
+@retried
 def alter_group_offsets(group_id: str, new: dict[tuple[str, int], int]):
     tps = [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())]
     fs = client().alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id, tps)])
     result = wait_result(fs[group_id], f"Resetting offsets of group {group_id!r}")
     failed = [tp for tp in result.topic_partitions if tp.error is not None]
     if failed:
+        err = failed[0].error
         raise OpError(
             f"The coordinator refused offsets for {failed[0].topic}-"
-            f"{failed[0].partition}: {failed[0].error}"
+            f"{failed[0].partition}: {err.str() or err.name()}",
+            code=err.name(),
         )
 
 
+@retried
 def delete_group(group_id: str):
     fs = client().delete_consumer_groups([group_id])
     wait_result(fs[group_id], f"Deleting group {group_id!r}")

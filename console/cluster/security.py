@@ -24,8 +24,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from console.cluster import wire, zk
 from console.cluster.admin import client, wait_result
-from console.errors import NotFound
+from console.errors import ClusterUnavailable, NotFound
+
+DESCRIBE_ACLS, SECURITY_DISABLED = 29, 54
+ANY = 1  # Kafka's ANY in resource, pattern, operation and permission filters
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 RESOURCE_TYPES = {
@@ -154,6 +158,30 @@ def _binding(a: dict) -> AclBinding:
         AclOperation[a["operation"]],
         AclPermissionType[a["permission"]],
     )
+
+
+def authorizer_configured() -> bool:
+    """Whether the brokers have an authorizer: one answers DescribeAcls with
+    SECURITY_DISABLED when it has none. Asked with the console's own protocol socket,
+    as librdkafka's DescribeAcls answers that error with an empty list."""
+    brokers = zk.brokers()
+    if not brokers:
+        raise ClusterUnavailable("No broker is registered in ZooKeeper.")
+    body = {
+        "resource_type_filter": ANY,
+        "resource_name_filter": None,
+        "pattern_type_filter": ANY,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": ANY,
+        "permission_type": ANY,
+    }
+    sock = wire.broker_socket(brokers[0]["host"], brokers[0]["port"])
+    try:
+        answer = sock.pipeline([wire.request_call(DESCRIBE_ACLS, 1, body)])[0]
+    except OSError as exc:
+        raise ClusterUnavailable(f"Broker {brokers[0]['id']} did not answer: {exc}") from exc
+    return answer.error_code != SECURITY_DISABLED
 
 
 def describe_acls(f: dict) -> list[dict]:

@@ -77,6 +77,13 @@ def _frame(api_key: int, version: int, key: tuple, make_body: Callable[[], dict]
     return frame
 
 
+def request_call(api_key: int, version: int, body: dict, client_id: str = "quill-console") -> Call:
+    """Any request, encoded now (not cached); its answer is kio's raw response."""
+    header = RequestHeader(api_key, version, 0, client_id)
+    frame = encode_request(header, build(request_schema(api_key, version), body))
+    return Call(api_key, version, frame, None)
+
+
 class BrokerSocket:
     def __init__(self, host: str, port: int):
         self.address = (host, int(port))

@@ -7,6 +7,7 @@ with get_async so a 1,000-partition topic costs one round trip's wait, not 1,000
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict
 
@@ -191,4 +192,16 @@ def server_stats() -> dict:
         key, _, value = line.partition(":")
         if value:
             stats[key.strip().lower().replace(" ", "_").replace("/", "_")] = value.strip()
+    if "zookeeper_version" in stats:
+        stats["zookeeper_version"], stats["zookeeper_built"] = clean_version(
+            stats["zookeeper_version"]
+        )
     return stats
+
+
+def clean_version(srvr_version: str) -> tuple[str, str]:
+    """`3.8.0-${mvngit.commit.id}, built on 2023-..` -> ("3.8.0", "2023-.."): the
+    release without the build's unexpanded (or commit id) suffix, and the build date."""
+    release, _, built = srvr_version.partition(",")
+    release = re.sub(r"-(\$\{[^}]*\}|[0-9a-f]{7,40})$", "", release.strip())
+    return release, built.strip().removeprefix("built on ").strip()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 WINDOW = 10  # Burrow's default intervals
 MIN_SPAN_S = 30.0  # a window shorter than this does not prove a consumer stopped
+RATE_WINDOW_S = 60.0  # consume rates are over the last minute, ending now
 ERROR_STATES = {"STOP", "STALL", "REWIND"}
 
 
@@ -42,13 +43,21 @@ class PartitionWindow:
         if not self.commits or self.commits[-1].offset != offset:
             self.commits.append(Commit(ts, offset, lag))
 
-    def consume_rate(self) -> float | None:
-        """Records per second committed over the window."""
-        if len(self.commits) < 2:
+    def consume_rate(self, now: float, window_s: float = RATE_WINDOW_S) -> float | None:
+        """Records per second committed over the last `window_s` seconds, ending `now`
+        (a group that stopped committing falls to 0, not to its last rate); None while
+        fewer than `window_s` seconds of one unchanged offset were seen."""
+        if not self.commits:
             return None
-        first, last = self.commits[0], self.commits[-1]
-        span = last.ts - first.ts
-        return None if span <= 0 else max(0.0, (last.offset - first.offset) / span)
+        start = now - window_s
+        base = next((c for c in reversed(self.commits) if c.ts <= start), None)
+        if base is None:  # every commit seen is inside the window
+            base = self.commits[0]
+            if len(self.commits) == 1:
+                return None
+            start = base.ts
+        span = now - start
+        return None if span <= 0 else max(0.0, (self.commits[-1].offset - base.offset) / span)
 
 
 def partition_status(commits, now: float, lag_now: int, has_members: bool) -> str:

@@ -160,11 +160,10 @@ class Monitor:
         s, out = offsets.sample(snap, now)
         statuses, group_deltas, consumed = groups.sample(s, now, fetching.result())
         merge(out, group_deltas)
-        for t, rate in consumed.items():
-            if t in offsets.rates:
-                offsets.rates[t]["out"] = rate
+        for t, info in offsets.rates.items():  # no group consuming it: no out rate
+            rate = info["out"] = consumed.get(t)
             for sub in ("topics", f"topic:{t}"):
-                D.add(out, sub, f"t:{t}:out", {"t": D.fmt.rate(rate, ""), "v": rate})
+                D.add(out, sub, f"t:{t}:out", {"t": D.fmt.rate(rate, ""), "v": rate or 0})
         self._record(offsets.rates, statuses, now, out)
         merge(out, self.broker_metrics.sample(snap["brokers"], now))  # each broker's /metrics
         return out

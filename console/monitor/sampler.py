@@ -216,7 +216,7 @@ class GroupSampler:
             window.observe(now, offset, lag)
             st = burrow.partition_status(window.commits, now, lag, bool(members))
             statuses.append(st)
-            rate = window.consume_rate()
+            rate = window.consume_rate(now)
             eta = burrow.catch_up_s(lag, rate, self._produce_rate(part))
             ts = stamps.get(part)
             lag_ms = 0 if lag == 0 else (None if ts is None else max(0, now_ms - ts))

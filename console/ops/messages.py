@@ -59,6 +59,10 @@ def parse_when(value: str) -> int:
 
 def _partition(topic: str, partition, field: str = "partition") -> int:
     count = len(zk.assignment(topic))
+    if partition is None or not str(partition).strip():
+        raise OpError(
+            f"Choose the partition to read: {topic} has partitions 0 to {count - 1}.", field
+        )
     return validation.whole(partition, field, 0, count - 1, "Partition")
 
 

@@ -35,8 +35,22 @@ def operation_detail(request: HttpRequest, op_id: int) -> HttpResponse:
         "op": op,
         "params": json.dumps(op.params, indent=2)[:20000],
         "result": json.dumps(op.result, indent=2)[:50000] if op.result is not None else "",
+        "election": election_rows(op.result) if op.kind == "elect-leaders" else None,
     }
     return page(request, "console/operation.html", context, [f"operation:{op.id}"])
+
+
+def election_rows(result: dict | None) -> dict | None:
+    """An election's result as a table: partition, old leader, new leader, outcome."""
+    if not result:
+        return None
+    rows = [{**r, "outcome": "moved"} for r in result.get("elected", [])]
+    rows += [
+        {**r, "outcome": f"{r['error']}: {r['message']}".rstrip(": ")}
+        for r in result.get("failed", [])
+    ]
+    rows.sort(key=lambda r: (r["topic"], r["partition"]))
+    return {"rows": rows, "not_needed": result.get("not_needed", 0)}
 
 
 def _fields(post) -> dict:

@@ -92,7 +92,12 @@ def acls(request: HttpRequest, errors=None, status=200) -> HttpResponse:
         "operations": cluster.OPERATIONS,
         "permissions": cluster.PERMISSIONS,
     }
+    try:  # said up front, with no form that would fail only once submitted
+        context["no_authorizer"] = not cluster.authorizer_configured()
+    except OpError:
+        pass  # the read below says why the cluster could not be asked
     read = lambda: security_ops.acls(actor(request), wanted)  # noqa: E731
+
     return _page(request, "console/acls.html", context, "acls", read, errors, status)
 
 

@@ -90,9 +90,10 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
     context = {
         "topic": detail,
         "configs": configs,
-        "overrides": "\n".join(
-            f"{c['name']}={c['value']}" for c in configs if c["source"] == "topic"
-        ),
+        # A refused edit keeps what the operator typed, the error beside it.
+        "overrides": request.POST["configs"]
+        if "configs" in request.POST
+        else "\n".join(f"{c['name']}={c['value']}" for c in configs if c["source"] == "topic"),
         "history": history.events(50, topic=name, kinds=ISR_KINDS),
         "rate_in": history.topic_rates().get(name, {}).get("in"),
         "errors": errors or {},

@@ -1,5 +1,10 @@
 """Preferred (or unclean) leader election for every partition or chosen ones, through
-ElectLeaders, with a report of what moved: partition, leader before and after."""
+ElectLeaders, with a report of what moved: partition, leader before and after.
+
+Asked for every partition (no list), Kafka's controller answers only the partitions it
+elected or failed to, leaving out those whose preferred replica already leads; the job
+counts those itself, so "N already preferred" and the progress are over every
+partition in scope."""
 
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ def run_election(job: Job) -> dict:
     job.check()
     answers = cluster.elect_leaders(parts, TYPES[election])
     after = {p: s["leader"] for p, s in cluster.isr(scope).items()}
-    elected, failed, not_needed = [], [], 0
+    elected, failed = [], []
+    not_needed = sum(1 for part in scope if part not in answers)  # left out: already preferred
     for (t, p), (code, message) in sorted(answers.items()):
         row = {"topic": t, "partition": p, "from": before.get((t, p)), "to": after.get((t, p))}
         if code == "NONE":
@@ -31,7 +37,7 @@ def run_election(job: Job) -> dict:
             not_needed += 1
         else:
             failed.append({**row, "error": code, "message": message})
-    job.progress(total=len(answers), done=len(answers))
+    job.progress(total=len(scope), done=len(scope))
     job.step(
         f"{len(elected)} leader(s) moved, {not_needed} already preferred, {len(failed)} failed"
     )
