@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from broker.zk.znodes import ConfigEntityZNode
-from console.cluster import wire, zk
+from console.cluster import picture, wire, zk
 
 Part = tuple[str, int]
 
@@ -142,10 +142,14 @@ def partition_rows(topic: str, assignment: dict, states: dict, live: set, s: dic
 
 
 def topic_detail(topic: str) -> dict:
-    assignment = zk.assignment(topic)
-    parts = [(topic, p) for p in assignment]
-    states = zk.partition_states(parts)
-    brokers = zk.brokers()
+    snap = picture.snapshot()
+    if snap is not None and topic in snap["assignments"]:
+        assignment, states = snap["assignments"][topic], snap["states"]
+        brokers = picture.brokers(snap)
+    else:
+        assignment = zk.assignment(topic)
+        states = zk.partition_states([(topic, p) for p in assignment])
+        brokers = zk.brokers()
     live = {b["id"] for b in brokers}
     leaders = {part: st["leader"] for part, st in states.items() if st["leader"] in live}
     replicas = {(topic, p): r for p, r in assignment.items()}
@@ -165,11 +169,19 @@ def topic_detail(topic: str) -> dict:
 
 def overview() -> dict:
     """Brokers, controller and partition health counts for the cluster page."""
+    snap = picture.snapshot()
+    if snap is not None:  # a big cluster: the watched picture (console/cluster/picture.py)
+        brokers = picture.brokers(snap)
+        live = {b["id"] for b in brokers}
+        states, min_isr = snap["states"], snap["min_isr"]
+        return summarize(brokers, live, snap["controller"], snap["assignments"], states, min_isr)
     brokers = zk.brokers()
     live = {b["id"] for b in brokers}
     topics = zk.topic_names()
     assignments = zk.assignments(topics)
     parts = [(t, p) for t, a in assignments.items() for p in a]
+    if picture.wanted(len(parts)):
+        picture.start()
     states = zk.partition_states(parts)
     return summarize(brokers, live, zk.controller(), assignments, states, min_isrs(topics))
 

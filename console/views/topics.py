@@ -20,6 +20,7 @@ from console.ops import topics as topic_ops
 from console.ops import validation
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
+from console.views.partitions import min_isr_of, partition_page
 
 ISR_KINDS = ("isr_shrink", "isr_expand", "leader_change", "partition_offline")
 
@@ -87,9 +88,13 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
     except OpError as exc:
         return unavailable(request, "console/topic.html", exc, {"name": name}, subs)
     readings = history.all_broker_metrics()
+    min_isr = min_isr_of(configs)
     context = {
         "topic": detail,
+        "page_of": partition_page(detail["partitions"], request.GET, min_isr),
+        "min_isr": min_isr,
         "configs": configs,
+        "override_count": sum(c["source"] == "topic" for c in configs),
         "overrides": "\n".join(
             f"{c['name']}={c['value']}" for c in configs if c["source"] == "topic"
         ),
