@@ -87,7 +87,7 @@ def pages(topics: list[str]) -> list[str]:
         "/brokers/1/",
         "/brokers/1/configs/",
         "/groups/",
-        "/search/?q=bench-0",
+        "/search/?q=bench",
     ]
 
 
@@ -130,7 +130,8 @@ def main(argv=None) -> int:
             if profiler:
                 profiler.runcall(client.get, path)
                 out = io.StringIO()
-                pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(18)
+                stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
+                stats.print_stats(r"console/|kazoo|kio|wire|json", 25)
                 print(out.getvalue())
                 profiler = cProfile.Profile()
         if args.profile:

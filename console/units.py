@@ -15,6 +15,9 @@ NO_LIMIT_AT_MINUS_ONE = (
     "log.retention.bytes",
 )
 
+# Int.MAX_VALUE is "no limit" for the connection limits (Kafka's defaults).
+UNLIMITED_AT_INT_MAX = ("max.connection",)
+
 DURATIONS = (("day", 86_400_000), ("hour", 3_600_000), ("minute", 60_000), ("second", 1000))
 SIZES = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 RATE_SUFFIXES = (".bytes.per.second", ".throttled.rate")
@@ -53,6 +56,15 @@ def size(n: int) -> str:
     return _plural(n, "byte")
 
 
+def _double_max(text: str) -> bool:
+    """Double.MAX_VALUE, Kafka's "no limit" for rates such as
+    log.cleaner.io.max.bytes.per.second."""
+    try:
+        return float(text) >= 1e308
+    except ValueError:
+        return False
+
+
 def config_value(name: str, value) -> str:
     """A config value in words; anything not a number (or of no known unit) as is."""
     if value is None or value == "":
@@ -61,9 +73,13 @@ def config_value(name: str, value) -> str:
     try:
         n = int(text)
     except ValueError:
-        return text
+        return "unlimited" if _double_max(text) else text
     if n == LONG_MAX or (n == -1 and name in NO_LIMIT_AT_MINUS_ONE):
         return "unlimited"
+    if n == INT_MAX and name.startswith(UNLIMITED_AT_INT_MAX):
+        return "unlimited"
+    if n == -2 and name.endswith(("local.retention.ms", "local.retention.bytes")):
+        return "as " + name.replace("local.", "", 1)  # KIP-405: -2 follows the total
     if n < 0:
         return text
     if name.endswith(RATE_SUFFIXES):

@@ -181,7 +181,10 @@ def test_broker_config_edit_round_trip(console, scale_cluster):
     page = client.get("/brokers/2/configs/")
     assert page.status_code == 200
     body = page.content.decode()
-    assert "log.cleaner.backoff.ms" in body and "read-only" in body  # broker.id and the like
+    dynamic = body[body.index('id="broker-configs"') : body.index('id="read-only"')]
+    read_only = body[body.index('id="read-only"') :]
+    assert "log.cleaner.backoff.ms" in dynamic and "broker.id" not in dynamic
+    assert '<dt class="mono">broker.id</dt>' in read_only
     # step 1: the diff, checked by the brokers, nothing applied
     preview = client.post("/brokers/2/configs/change", {"configs": "log.cleaner.backoff.ms=20000"})
     assert preview.status_code == 200
@@ -303,3 +306,132 @@ def test_big_clusters_read_from_watches_and_agree_with_fresh_reads(console, scal
         assert direct["under_replicated"] >= sum(1 for p in range(WIDE) if p % 3 != 0)
     finally:
         scale_cluster.broker(3).start()
+
+
+# ------------------------------------------------------------------ in chromium
+
+
+@pytest.fixture(scope="module")
+def served(scale_cluster, redis_server, tmp_path_factory):
+    """The console under daphne and the monitor, on the module's cluster."""
+    import redis
+
+    from quill_stack import services
+    from tests.console_helpers import start_console_and_monitor
+    from tests.stack_helpers import create_admin
+
+    state_dir = tmp_path_factory.mktemp("console-scale")
+    redis_url = f"redis://{redis_server.host}:{redis_server.port}/6"
+    redis.Redis.from_url(redis_url).flushdb()
+    env = services.app_env(state_dir, redis_url, scale_cluster.zk_connect, scale_cluster.bootstrap)
+    procs, port = start_console_and_monitor(state_dir, env)
+    yield {"url": f"http://127.0.0.1:{port}", "password": create_admin(state_dir)}
+    for proc in reversed(procs):
+        proc.stop()
+
+
+def luminance(css: str) -> float:
+    r, g, b = (int(x) / 255 for x in re.findall(r"\d+", css)[:3])
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(fg: str, bg: str) -> float:
+    hi, lo = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+COLOURS = """(sel) => { const el = document.querySelector(sel); if (!el) return null;
+  const s = getComputedStyle(el); let b = el, bg = 'rgba(0, 0, 0, 0)';
+  while (b && (bg === 'rgba(0, 0, 0, 0)' || bg === 'transparent')) {
+    bg = getComputedStyle(b).backgroundColor; b = b.parentElement; }
+  return [s.color, bg]; }"""
+READABLE = (
+    "body",
+    "h1 .sub",
+    "table.t th",
+    "table.t td",
+    ".pill.ok",
+    "dl.cfg-grid dt",
+    "nav.pager a",
+)
+
+
+@pytest.mark.browser
+def test_big_topic_page_in_chromium_light_and_dark(served, scale_cluster, wide):
+    from tests.console_helpers import OUT, chromium_page
+
+    url = served["url"]
+    with chromium_page(OUT) as page:
+        page.goto(f"{url}/accounts/login/")
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", served["password"])
+        page.click("button[type=submit]")
+        page.wait_for_selector("#global-search")
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.goto(f"{url}/topics/{wide}/")
+            page.wait_for_selector("#partitions")
+            height = page.evaluate("document.documentElement.scrollHeight")
+            assert height < 3000, height  # 6,435 px before the partitions were paged
+            assert page.locator("#partitions tbody tr").count() == 50
+            background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert (luminance(background) < 0.05) == (scheme == "dark"), background
+            for sel in READABLE:
+                fg, bg = page.evaluate(COLOURS, sel)
+                assert contrast(fg, bg) >= 4.5, (scheme, sel, fg, bg)
+            page.click("#partitions details.fold summary >> nth=0")
+            assert page.locator("#partitions details.fold .rp").first.is_visible()
+            page.hover("#config-table dd >> nth=0")
+            page.screenshot(path=str(OUT / f"scale-topic-{scheme}.png"), full_page=True)
+            page.goto(f"{url}/")
+            page.wait_for_selector("#brokers")
+            page.screenshot(path=str(OUT / f"scale-cluster-{scheme}.png"), full_page=True)
+        page.emulate_media(color_scheme="light")
+        # the header's search box: one hit opens it
+        page.fill("#global-search", wide)
+        page.press("#global-search", "Enter")
+        page.wait_for_url(f"**/topics/{wide}/")
+        page.fill("#global-search", "broker")
+        page.press("#global-search", "Enter")
+        page.wait_for_selector("#hits-brokers")
+        assert page.locator("#hits-brokers li a").count() == 3
+        page.screenshot(path=str(OUT / "scale-search.png"), full_page=True)
+
+
+@pytest.mark.browser
+def test_broker_config_edit_in_chromium(served, scale_cluster):
+    from tests.console_helpers import OUT, chromium_page
+
+    url = served["url"]
+    with chromium_page(OUT) as page:
+        page.goto(f"{url}/accounts/login/")
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", served["password"])
+        page.click("button[type=submit]")
+        page.goto(f"{url}/brokers/1/")
+        page.click("#broker-configs-link")
+        page.wait_for_selector("#broker-configs")
+        page.fill("#edit-form textarea", "num.replica.fetchers=banana")
+        page.click("#edit-form button[type=submit]")
+        page.wait_for_selector(".field-error")
+        assert page.input_value("#edit-form textarea") == "num.replica.fetchers=banana"
+        page.fill("#edit-form textarea", "num.replica.fetchers=2\nlog.cleaner.backoff.ms=30000")
+        page.click("#edit-form button[type=submit]")
+        page.wait_for_selector("#config-diff")
+        assert "30 seconds" in page.inner_text("#config-diff")
+        page.screenshot(path=str(OUT / "scale-broker-configs-diff.png"), full_page=True)
+        page.click("#apply-form button[type=submit]")
+        page.wait_for_selector(".messages li.success")
+        assert described(scale_cluster.bootstrap, "1")["num.replica.fetchers"] == (
+            "2",
+            DYNAMIC_BROKER,
+        )
+        page.emulate_media(color_scheme="dark")
+        page.reload()
+        page.screenshot(path=str(OUT / "scale-broker-configs-dark.png"), full_page=True)
+        page.fill("#edit-form textarea", "")
+        page.click("#edit-form button[type=submit]")
+        page.click("#apply-form button[type=submit]")
+        page.wait_for_selector(".messages li.success")
+    assert described(scale_cluster.bootstrap, "1")["num.replica.fetchers"][1] != DYNAMIC_BROKER

@@ -12,11 +12,20 @@ broker reports in DescribeLogDirs.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from broker.zk.znodes import ConfigEntityZNode
 from console.cluster import picture, wire, zk
 
 Part = tuple[str, int]
+_pages_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="quill-page")
+
+
+def together(*fns):
+    """Call each function at once (ZooKeeper and broker reads wait on the network, not
+    on each other); their results in order. The first runs here; an error is raised."""
+    later = [_pages_pool.submit(fn) for fn in fns[1:]]
+    return [fns[0](), *(f.result() for f in later)]
 
 
 def addresses(brokers: list[dict]) -> dict[int, tuple[str, int]]:
@@ -274,7 +283,7 @@ def topic_sizes(brokers: list[dict]) -> dict[str, int]:
 
 def log_dir_bytes(brokers: list[dict]) -> dict[int, int]:
     """Bytes of replicas on each live broker (DescribeLogDirs)."""
-    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers if b["alive"]}
+    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers if b.get("alive", True)}
     answers = wire.on_each(calls, wire.describe_log_dirs)
     return {
         b: sum(r["size"] for r in a["replicas"].values())

@@ -27,7 +27,6 @@ def _context(broker: str) -> dict:
         "level": broker,
         "is_default": broker == ops.DEFAULT,
         "configs": rows,
-        "dynamic_keys": sorted(r["name"] for r in rows if not r["read_only"]),
         "text": "\n".join(f"{k}={v}" for k, v in sorted(dynamic.items())),
         "broker_ids": zk.broker_ids(),
     }

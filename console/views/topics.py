@@ -28,8 +28,7 @@ ISR_KINDS = ("isr_shrink", "isr_expand", "leader_change", "partition_offline")
 @role_required(VIEWER)
 def topic_list(request: HttpRequest, errors=None, status=200) -> HttpResponse:
     try:
-        summary = state.overview()
-        sizes = state.topic_sizes(zk.brokers())
+        summary, sizes = state.together(state.overview, lambda: state.topic_sizes(zk.brokers()))
     except OpError as exc:
         return unavailable(request, "console/topics.html", exc, subs=["topics"])
     rates = history.topic_rates()
