@@ -73,6 +73,54 @@ def row_of(page: bytes, partition: int) -> str:
     return body[start : body.index("</tr>", start)]
 
 
+# ------------------------------------------------------------------ units
+
+
+@pytest.mark.parametrize(
+    "name, raw, words",
+    [
+        ("retention.ms", "604800000", "7 days"),
+        ("retention.ms", "-1", "unlimited"),
+        ("retention.bytes", "-1", "unlimited"),
+        ("segment.bytes", "1073741824", "1 GiB"),
+        ("max.message.bytes", "1048588", "≈ 1.0 MiB"),
+        ("max.compaction.lag.ms", "9223372036854775807", "unlimited"),
+        ("flush.messages", "9223372036854775807", "unlimited"),
+        ("file.delete.delay.ms", "60000", "1 minute"),
+        ("segment.jitter.ms", "0", "0 ms"),
+        ("log.retention.hours", "168", "7 days"),
+        ("local.retention.ms", "-2", "as retention.ms"),
+        ("max.connections", "2147483647", "unlimited"),
+        ("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", "unlimited"),
+        ("leader.replication.throttled.rate", "1048576", "1 MiB/s"),
+        ("min.insync.replicas", "2", "2"),
+        ("cleanup.policy", "compact,delete", "compact,delete"),
+        ("retention.ms", None, "—"),
+    ],
+)
+def test_config_values_in_words(name, raw, words):
+    from console.units import config_value
+
+    assert config_value(name, raw) == words
+
+
+def test_a_leader_off_its_preferred_replica_is_a_live_problem():
+    from console.monitor import deltas
+
+    change = {
+        "kind": "partition_state",
+        "ts": 1,
+        "topic": "orders",
+        "partition": 0,
+        "old": {"leader": 1, "leader_epoch": 3, "isr": [1, 2]},
+        "new": {"leader": 2, "leader_epoch": 4, "isr": [1, 2]},
+        "replicas": [1, 2],
+    }
+    _events, out = deltas.for_change(change, live={1, 2})
+    cells = out["topic:orders"]["set"]
+    assert cells["p:orders:0:state"]["s"] == [["not on preferred leader", "pill warn"]]
+
+
 # ------------------------------------------------------------------ topic page
 
 

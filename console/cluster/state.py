@@ -12,6 +12,8 @@ broker reports in DescribeLogDirs.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from broker.zk.znodes import ConfigEntityZNode
@@ -266,11 +268,33 @@ def summarize(brokers, live, controller, assignments, states, min_isr=None) -> d
     }
 
 
+DIRS_TTL_S = 10.0
+_dirs_lock = threading.Lock()
+_dirs: dict = {"key": None, "at": 0.0, "answers": None}
+
+
+def all_log_dirs(brokers: list[dict]) -> dict:
+    """DescribeLogDirs of every replica on each of `brokers` ({id: answer or the
+    exception}). In a big cluster (QUILL_WATCH_FROM_PARTITIONS replicas or more) an
+    answer is kept DIRS_TTL_S for the cluster and topics pages to share: sizes move
+    slowly, and the monitor updates the cells live every second anyway."""
+    key = tuple(sorted((b["id"], b["host"], b["port"]) for b in brokers))
+    with _dirs_lock:
+        if _dirs["key"] == key and time.monotonic() - _dirs["at"] < DIRS_TTL_S:
+            return _dirs["answers"]
+    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers}
+    answers = wire.on_each(calls, wire.describe_log_dirs)
+    good = [a for a in answers.values() if not isinstance(a, Exception)]
+    if len(good) == len(answers) and picture.wanted(sum(len(a["replicas"]) for a in good)):
+        with _dirs_lock:
+            _dirs.update(key=key, at=time.monotonic(), answers=answers)
+    return answers
+
+
 def topic_sizes(brokers: list[dict]) -> dict[str, int]:
     """Bytes per topic: the largest replica of each partition, summed."""
-    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers}
     biggest: dict[tuple[str, int], int] = {}
-    for answer in wire.on_each(calls, wire.describe_log_dirs).values():
+    for answer in all_log_dirs(brokers).values():
         if isinstance(answer, Exception):
             continue
         for part, info in answer["replicas"].items():
@@ -283,8 +307,7 @@ def topic_sizes(brokers: list[dict]) -> dict[str, int]:
 
 def log_dir_bytes(brokers: list[dict]) -> dict[int, int]:
     """Bytes of replicas on each live broker (DescribeLogDirs)."""
-    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers if b.get("alive", True)}
-    answers = wire.on_each(calls, wire.describe_log_dirs)
+    answers = all_log_dirs([b for b in brokers if b.get("alive", True)])
     return {
         b: sum(r["size"] for r in a["replicas"].values())
         for b, a in answers.items()
