@@ -69,7 +69,10 @@ def warm_up(timeout_s: float = 600) -> None:
     from console.cluster import picture, state
 
     started = time.monotonic()
-    state.overview()
+    summary = state.overview()
+    if not picture.wanted(summary["partitions"]):
+        print("fewer partitions than QUILL_WATCH_FROM_PARTITIONS: pages read afresh")
+        return
     while picture.snapshot() is None:
         if time.monotonic() - started > timeout_s:
             print("the watches were not complete in time: pages read afresh")
