@@ -82,7 +82,7 @@ QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 # From this many partitions the console's pages read leaders and ISRs from ZooKeeper
 # watches it keeps (console/cluster/picture.py) instead of reading every partition's
 # state znode per page load (10,000 reads: seconds). Smaller clusters read afresh.
-QUILL_WATCH_FROM_PARTITIONS = int(env("QUILL_WATCH_FROM_PARTITIONS", "2000"))
+QUILL_WATCH_FROM_PARTITIONS = int(env("QUILL_WATCH_FROM_PARTITIONS", "500"))
 
 # Broker N serves Prometheus metrics on this port + N - 1 (quill-stack's rule; 0: none);
 # QUILL_METRICS_PORTS ({broker id: port}) overrides it per broker.
