@@ -139,6 +139,9 @@ def main(argv=None) -> int:
                 profiler = cProfile.Profile()
         if args.profile:
             Path(args.profile).write_text("profiles printed above\n")
+        from console.cluster import zk
+
+        zk.reset()  # before ZooKeeper stops: the watches' reads would retry forever
     return 0
 
 
