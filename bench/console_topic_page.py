@@ -13,17 +13,15 @@ per broker), the configs, the template. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.localstack import local_cluster  # noqa: E402
+from bench.localstack import console_client, local_cluster  # noqa: E402
 
 
 def timed(fn, runs: int) -> list[float]:
@@ -73,27 +71,13 @@ def main(argv=None) -> int:
         topic = "bench-topic-page"
         print(f"creating {topic}: {args.partitions} partitions, RF {rf}, {args.brokers} brokers")
         prepare(cluster.bootstrap, topic, args.partitions, rf)
-        os.environ.update(
-            QUILL_BOOTSTRAP_SERVERS=cluster.bootstrap,
-            QUILL_ZOOKEEPER_CONNECT=cluster.zk_connect,
-            QUILL_STATE_DIR=tempfile.mkdtemp(prefix="quill-bench-console-"),
-            QUILL_REDIS_URL="redis://127.0.0.1:1/0",  # no monitor: history reads fail fast
-            QUILL_ALLOWED_HOSTS="testserver",
-            DJANGO_SETTINGS_MODULE="console.settings",
-        )
-        import django
-
-        django.setup()
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
+        client = console_client(cluster)
+        from django.http import QueryDict
         from django.template.loader import render_to_string
-        from django.test import Client
 
         from console.cluster import admin, state, zk
+        from console.views.partitions import partition_page
 
-        call_command("migrate", verbosity=0)
-        client = Client()
-        client.force_login(get_user_model().objects.create_superuser("bench", "", "pw"))
         path = f"/topics/{topic}/"
         first = client.get(path)
         assert first.status_code == 200, first.status_code
@@ -108,6 +92,7 @@ def main(argv=None) -> int:
         config_ms = timed(lambda: admin.topic_configs(topic), args.runs)
         context = {
             "topic": detail,
+            "page_of": partition_page(detail["partitions"], QueryDict(), 1),
             "configs": admin.topic_configs(topic),
             "errors": {},
             "history": [],

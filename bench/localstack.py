@@ -84,6 +84,32 @@ def local_cluster(
         shutil.rmtree(state, ignore_errors=True)
 
 
+def console_client(cluster: LocalCluster):
+    """Django set up for the console pointed at `cluster` (no Redis: the monitor's
+    history reads fail fast), migrated, and a test client logged in as a superuser."""
+    import os
+
+    os.environ.update(
+        QUILL_BOOTSTRAP_SERVERS=cluster.bootstrap,
+        QUILL_ZOOKEEPER_CONNECT=cluster.zk_connect,
+        QUILL_STATE_DIR=tempfile.mkdtemp(prefix="quill-bench-console-"),
+        QUILL_REDIS_URL="redis://127.0.0.1:1/0",
+        QUILL_ALLOWED_HOSTS="testserver",
+        DJANGO_SETTINGS_MODULE="console.settings",
+    )
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("migrate", verbosity=0)
+    client = Client()
+    client.force_login(get_user_model().objects.create_superuser("bench", "", "pw"))
+    return client
+
+
 def emit(results: dict, json_path: str | None) -> int:
     """Print a benchmark's results as JSON (and write them to ``json_path``); exit code."""
     import json

@@ -79,6 +79,10 @@ QUILL_REDIS_URL = redis_url_from_env()
 QUILL_WEBHOOK_ALLOWED_NETWORKS = env_list("QUILL_WEBHOOK_ALLOWED_NETWORKS", "")
 # The most partitions a topic may get from the console or its API (create or grow).
 QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
+# From this many partitions the console's pages read leaders and ISRs from ZooKeeper
+# watches it keeps (console/cluster/picture.py) instead of reading every partition's
+# state znode per page load (10,000 reads: seconds). Smaller clusters read afresh.
+QUILL_WATCH_FROM_PARTITIONS = int(env("QUILL_WATCH_FROM_PARTITIONS", "500"))
 
 # Broker N serves Prometheus metrics on this port + N - 1 (quill-stack's rule; 0: none);
 # QUILL_METRICS_PORTS ({broker id: port}) overrides it per broker.

@@ -6,6 +6,7 @@ from console import converters  # noqa: F401 - registers <kname:...>
 from console.api import api
 from console.views import (
     audit,
+    broker_configs,
     brokers,
     cluster,
     groups,
@@ -13,6 +14,7 @@ from console.views import (
     metrics,
     operations,
     quotas,
+    search,
     security,
     topics,
     users,
@@ -22,6 +24,14 @@ urlpatterns = [
     path("", cluster.home, name="home"),
     path("events/", cluster.events, name="events"),
     path("brokers/<int:broker_id>/", brokers.broker_detail, name="broker"),
+    # broker configs and the global search (issue 29)
+    path("brokers/<str:broker>/configs/", broker_configs.broker_configs, name="broker-configs"),
+    path(
+        "brokers/<str:broker>/configs/change",
+        broker_configs.broker_configs_change,
+        name="broker-configs-change",
+    ),
+    path("search/", search.search, name="search"),
     path("topics/", topics.topic_list, name="topics"),
     path("topics/create", topics.topic_create, name="topic-create"),
     path("topics/<str:name>/", topics.topic_detail, name="topic"),

@@ -180,24 +180,19 @@ def topic_configs(name: str) -> list[dict]:
     entries = wait_result(
         client().describe_configs([resource])[resource], f"Reading {name!r} configs"
     )
+    return _config_rows(entries)
+
+
+def _incremental(set_: dict[str, str], delete: list[str]) -> list[ConfigEntry]:
+    """IncrementalAlterConfigs operations: SET each of set_, DELETE each of delete."""
     return [
-        {
-            "name": e.name,
-            "value": e.value,
-            "source": SOURCE_NAMES.get(int(e.source), str(e.source)),
-            "is_default": bool(e.is_default),
-            "read_only": bool(e.is_read_only),
-            "sensitive": bool(e.is_sensitive),
-        }
-        for e in sorted(entries.values(), key=lambda e: e.name)
-    ]
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
+    ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
 
 
 @retried
 def alter_topic_configs(name: str, set_: dict[str, str], delete: list[str], validate_only=False):
-    ops = [
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()
-    ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+    ops = _incremental(set_, delete)
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
     fs = client().incremental_alter_configs([resource], validate_only=validate_only)
     wait_result(fs[resource], f"Changing {name!r} configs")
@@ -339,3 +334,30 @@ def alter_group_offsets(group_id: str, new: dict[tuple[str, int], int]):
 def delete_group(group_id: str):
     fs = client().delete_consumer_groups([group_id])
     wait_result(fs[group_id], f"Deleting group {group_id!r}")
+
+
+# ---------------------------------------------------------------- broker configs (KIP-226)
+
+DEFAULT_BROKER = ""  # DescribeConfigs / IncrementalAlterConfigs name of /config/brokers/<default>
+
+
+def _config_rows(entries: dict) -> list[dict]:
+    return [
+        {
+            "name": e.name,
+            "value": e.value,
+            "source": SOURCE_NAMES.get(int(e.source), str(e.source)),
+            "is_default": bool(e.is_default),
+            "read_only": bool(e.is_read_only),
+            "sensitive": bool(e.is_sensitive),
+        }
+        for e in sorted(entries.values(), key=lambda e: e.name)
+    ]
+
+
+def broker_configs(broker: str) -> list[dict]:
+    """A broker's configs (static, dynamic, defaults), or with DEFAULT_BROKER the
+    cluster-wide dynamic defaults; read_only marks what only server.properties sets."""
+    resource = ConfigResource(ResourceType.BROKER, broker)
+    what = f"Reading broker {broker} configs" if broker else "Reading the cluster default configs"
+    return _config_rows(wait_result(client().describe_configs([resource])[resource], what))

@@ -12,11 +12,22 @@ broker reports in DescribeLogDirs.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from broker.zk.znodes import ConfigEntityZNode
-from console.cluster import wire, zk
+from console.cluster import picture, wire, zk
 
 Part = tuple[str, int]
+_pages_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="quill-page")
+
+
+def together(*fns):
+    """Call each function at once (ZooKeeper and broker reads wait on the network, not
+    on each other); their results in order. The first runs here; an error is raised."""
+    later = [_pages_pool.submit(fn) for fn in fns[1:]]
+    return [fns[0](), *(f.result() for f in later)]
 
 
 def addresses(brokers: list[dict]) -> dict[int, tuple[str, int]]:
@@ -142,10 +153,14 @@ def partition_rows(topic: str, assignment: dict, states: dict, live: set, s: dic
 
 
 def topic_detail(topic: str) -> dict:
-    assignment = zk.assignment(topic)
-    parts = [(topic, p) for p in assignment]
-    states = zk.partition_states(parts)
-    brokers = zk.brokers()
+    snap = picture.snapshot()
+    if snap is not None and topic in snap["assignments"]:
+        assignment, states = snap["assignments"][topic], snap["states"]
+        brokers = picture.brokers(snap)
+    else:
+        assignment = zk.assignment(topic)
+        states = zk.partition_states([(topic, p) for p in assignment])
+        brokers = zk.brokers()
     live = {b["id"] for b in brokers}
     leaders = {part: st["leader"] for part, st in states.items() if st["leader"] in live}
     replicas = {(topic, p): r for p, r in assignment.items()}
@@ -165,11 +180,19 @@ def topic_detail(topic: str) -> dict:
 
 def overview() -> dict:
     """Brokers, controller and partition health counts for the cluster page."""
+    snap = picture.snapshot()
+    if snap is not None:  # a big cluster: the watched picture (console/cluster/picture.py)
+        brokers = picture.brokers(snap)
+        live = {b["id"] for b in brokers}
+        states, min_isr = snap["states"], snap["min_isr"]
+        return summarize(brokers, live, snap["controller"], snap["assignments"], states, min_isr)
     brokers = zk.brokers()
     live = {b["id"] for b in brokers}
     topics = zk.topic_names()
     assignments = zk.assignments(topics)
     parts = [(t, p) for t, a in assignments.items() for p in a]
+    if picture.wanted(len(parts)):
+        picture.start()
     states = zk.partition_states(parts)
     return summarize(brokers, live, zk.controller(), assignments, states, min_isrs(topics))
 
@@ -245,11 +268,33 @@ def summarize(brokers, live, controller, assignments, states, min_isr=None) -> d
     }
 
 
+DIRS_TTL_S = 10.0
+_dirs_lock = threading.Lock()
+_dirs: dict = {"key": None, "at": 0.0, "answers": None}
+
+
+def all_log_dirs(brokers: list[dict]) -> dict:
+    """DescribeLogDirs of every replica on each of `brokers` ({id: answer or the
+    exception}). In a big cluster (QUILL_WATCH_FROM_PARTITIONS replicas or more) an
+    answer is kept DIRS_TTL_S for the cluster and topics pages to share: sizes move
+    slowly, and the monitor updates the cells live every second anyway."""
+    key = tuple(sorted((b["id"], b["host"], b["port"]) for b in brokers))
+    with _dirs_lock:
+        if _dirs["key"] == key and time.monotonic() - _dirs["at"] < DIRS_TTL_S:
+            return _dirs["answers"]
+    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers}
+    answers = wire.on_each(calls, wire.describe_log_dirs)
+    good = [a for a in answers.values() if not isinstance(a, Exception)]
+    if len(good) == len(answers) and picture.wanted(sum(len(a["replicas"]) for a in good)):
+        with _dirs_lock:
+            _dirs.update(key=key, at=time.monotonic(), answers=answers)
+    return answers
+
+
 def topic_sizes(brokers: list[dict]) -> dict[str, int]:
     """Bytes per topic: the largest replica of each partition, summed."""
-    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers}
     biggest: dict[tuple[str, int], int] = {}
-    for answer in wire.on_each(calls, wire.describe_log_dirs).values():
+    for answer in all_log_dirs(brokers).values():
         if isinstance(answer, Exception):
             continue
         for part, info in answer["replicas"].items():
@@ -262,8 +307,7 @@ def topic_sizes(brokers: list[dict]) -> dict[str, int]:
 
 def log_dir_bytes(brokers: list[dict]) -> dict[int, int]:
     """Bytes of replicas on each live broker (DescribeLogDirs)."""
-    calls = {b["id"]: (b["host"], b["port"], ()) for b in brokers if b["alive"]}
-    answers = wire.on_each(calls, wire.describe_log_dirs)
+    answers = all_log_dirs([b for b in brokers if b.get("alive", True)])
     return {
         b: sum(r["size"] for r in a["replicas"].values())
         for b, a in answers.items()

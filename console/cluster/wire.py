@@ -238,3 +238,33 @@ def on_each(calls: dict, fn, *args) -> dict:
         except Exception as exc:  # noqa: BLE001 - one broker's failure is reported, not raised
             out[key] = exc
     return out
+
+
+# ---------------------------------------------------------------- configs of any level
+
+INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_V = 44, 1
+SET, DELETE = 0, 1  # Kafka's AlterConfigOp types
+
+
+def incremental_alter_configs(
+    host: str, port: int, resource: tuple[int, str], set_: dict, delete: list, validate_only: bool
+) -> tuple[int, str, str | None]:
+    """IncrementalAlterConfigs of one resource, (type, name), on this broker. librdkafka
+    refuses the empty name of the cluster-wide broker default (/config/brokers/<default>),
+    so that level goes out here. Returns (error code, its name, the broker's message)."""
+    ops = [{"name": k, "config_operation": SET, "value": v} for k, v in set_.items()]
+    ops += [{"name": k, "config_operation": DELETE, "value": None} for k in delete]
+    body = {
+        "resources": [{"resource_type": resource[0], "resource_name": resource[1], "configs": ops}],
+        "validate_only": validate_only,
+    }
+    version = INCREMENTAL_ALTER_CONFIGS_V
+    frame = encode_request(
+        RequestHeader(INCREMENTAL_ALTER_CONFIGS, version, 0, "quill-console"),
+        build(request_schema(INCREMENTAL_ALTER_CONFIGS, version), body),
+    )
+    call = Call(INCREMENTAL_ALTER_CONFIGS, version, frame, None)
+    (answer,) = broker_socket(host, port).pipeline([call])
+    result = answer.responses[0]
+    code = int(result.error_code)
+    return code, getattr(result.error_code, "name", str(code)).upper(), result.error_message

@@ -55,9 +55,12 @@ def replica_spans(replicas: list[int], isr: list[int], leader: int) -> list[list
 def state_spans(leader: int, live: set, isr: list, replicas: list) -> list[list[str]]:
     if leader not in live:
         return [["offline", "pill err"]]
+    spans = []
     if len(isr) < len(replicas):
-        return [["under-replicated", "pill warn"]]
-    return [["ok", "pill ok"]]
+        spans.append(["under-replicated", "pill warn"])
+    if replicas and leader != replicas[0]:
+        spans.append(["not on preferred leader", "pill warn"])
+    return spans or [["ok", "pill ok"]]
 
 
 def spans_html(spans: list[list[str]]) -> str:

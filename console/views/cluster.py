@@ -19,9 +19,9 @@ from console.views.common import page, unavailable
 @role_required(VIEWER)
 def home(request: HttpRequest) -> HttpResponse:
     try:
-        summary = state.overview()
-        stats = zk.server_stats()
-        dirs = state.log_dir_bytes(summary["brokers"])
+        summary, stats, dirs = state.together(
+            state.overview, zk.server_stats, lambda: state.log_dir_bytes(zk.brokers())
+        )
     except OpError as exc:
         return unavailable(request, "console/cluster.html", exc, subs=["cluster"])
     for b in summary["brokers"]:

@@ -20,6 +20,7 @@ from console.ops import topics as topic_ops
 from console.ops import validation
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
+from console.views.partitions import min_isr_of, partition_page
 
 ISR_KINDS = ("isr_shrink", "isr_expand", "leader_change", "partition_offline")
 
@@ -27,8 +28,7 @@ ISR_KINDS = ("isr_shrink", "isr_expand", "leader_change", "partition_offline")
 @role_required(VIEWER)
 def topic_list(request: HttpRequest, errors=None, status=200) -> HttpResponse:
     try:
-        summary = state.overview()
-        sizes = state.topic_sizes(zk.brokers())
+        summary, sizes = state.together(state.overview, lambda: state.topic_sizes(zk.brokers()))
     except OpError as exc:
         return unavailable(request, "console/topics.html", exc, subs=["topics"])
     rates = history.topic_rates()
@@ -87,9 +87,13 @@ def topic_detail(request: HttpRequest, name: str, errors=None, status=200) -> Ht
     except OpError as exc:
         return unavailable(request, "console/topic.html", exc, {"name": name}, subs)
     readings = history.all_broker_metrics()
+    min_isr = min_isr_of(configs)
     context = {
         "topic": detail,
+        "page_of": partition_page(detail["partitions"], request.GET, min_isr),
+        "min_isr": min_isr,
         "configs": configs,
+        "override_count": sum(c["source"] == "topic" for c in configs),
         # A refused edit keeps what the operator typed, the error beside it.
         "overrides": request.POST["configs"]
         if "configs" in request.POST
