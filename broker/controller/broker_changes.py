@@ -53,7 +53,7 @@ def reconcile(controller, keys: list[TopicPartition], live: set[int]) -> int:
     unclean_cache: dict[str, bool] = {}
 
     def unclean_ok(topic):
-        return lambda: unclean_cache.setdefault(topic, controller._unclean_allowed(topic))
+        return lambda: unclean_cache.setdefault(topic, controller.unclean_allowed(topic))
 
     changed, pending = 0, list(keys)
     for _attempt in range(ATTEMPTS):
