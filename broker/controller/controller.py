@@ -1,15 +1,35 @@
 """The controller: one broker, elected through the ephemeral ``/controller`` znode.
 
 Like Kafka's KafkaController it works through a single event thread (ZooKeeper
-watches only enqueue events), so its decisions never race each other. It decides
-partition leaders and writes ``/brokers/topics/<t>/partitions/<p>/state`` with
-conditional writes, carrying its ``/controller_epoch``.
+watches and callers only enqueue events), so its decisions never race each other. It
+decides partition leaders and writes ``/brokers/topics/<t>/partitions/<p>/state``
+with conditional writes, carrying its ``/controller_epoch``; at the end of each event
+the ControllerBrokerRequestBatch (``request_batch.py``) sends the brokers what the event
+changed: LeaderAndIsr, StopReplica, and UpdateMetadata with only those partitions.
 
-What it does today: elect itself, create the state of new topics and partitions,
-carry out topic deletions, and move leadership off brokers that left when an in-sync
-replica is alive (or bring an offline partition back when its in-sync replica
-returns), and off the replicas of a log dir a broker reported offline
-(``log_dir_events.py``).
+What it does:
+
+- elects itself (and resigns when its ZooKeeper session is lost); a new controller
+  loads the cluster (``context.py``), sends every broker the full picture and resumes
+  reassignments in progress;
+- new topics and partitions: NewPartition -> OnlinePartition
+  (``partition_state_machine.py``);
+- broker changes: leaders move off brokers that left to a live in-sync replica,
+  offline partitions come back when an in-sync replica returns (unclean elections
+  where unclean.leader.election.enable allows), dead brokers leave ISRs; a broker that
+  (re)joins gets the full metadata and every LeaderAndIsr it needs;
+- controlled shutdown (ControlledShutdown from a stopping broker) and log dir failures
+  (``log_dir_events.py``): its replicas become OfflineReplica
+  (``replica_state_machine.py``);
+- ISR changes the leaders report through ``/isr_change_notification`` (batched, read
+  once, deleted), passed on to every broker's metadata;
+- leader elections: ElectLeaders and ``/admin/preferred_replica_election``
+  (``election.py``), and the periodic preferred-leader rebalance
+  (auto.leader.rebalance.enable);
+- partition reassignment (AlterPartitionReassignments and
+  ``/admin/reassign_partitions``, ``reassignment.py``);
+- topic deletion (``/admin/delete_topics``): the topic's znodes go, its replicas get
+  StopReplica (delete) and every broker's metadata the deletion sentinel leader -2.
 """
 
 from __future__ import annotations
@@ -33,14 +53,13 @@ from ..zk.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
-    LeaderAndIsr,
     LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     TopicAssignment,
     TopicsZNode,
     TopicZNode,
 )
-from . import broker_changes, election, log_dir_events
+from . import election, log_dir_events, partition_state_machine, replica_state_machine
 from .channel import ControllerChannel
 from .context import ControllerContext
 from .reassignment import REASSIGN_PATH, Reassigner
@@ -203,7 +222,7 @@ class Controller:
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         self.ctx.shutting_down.add(broker_id)
-        written = self._move_off(broker_id, self._hosted(broker_id))
+        written = replica_state_machine.make_offline(self, broker_id, self._hosted(broker_id))
         remaining = sorted(key for key, version in written.items() if version is None)
         log.info(
             "controlled shutdown of broker %d: %d partition(s) could not move yet",
@@ -220,17 +239,6 @@ class Controller:
             for partition, replicas in assignment.partitions.items()
             if broker_id in replicas
         ]
-
-    def _move_off(self, broker_id: int, keys: list[tuple[str, int]]) -> dict:
-        """Take ``broker_id`` out of the leadership and ISR of ``keys`` where another
-        live in-sync replica can take over; {key: new zk version or None (lost race)}."""
-        live = self.live_brokers()
-        updates = {}
-        for key, state in self.zk.get_partition_states(keys).items():
-            new = log_dir_events.without_broker(state, broker_id, live, self.epoch)
-            if new is not None:
-                updates[key] = new
-        return self.zk.update_partition_states(updates)
 
     def _on_log_dir_events(self, children: list[str]) -> None:
         """Brokers lost a log dir: move leadership and ISR off their offline replicas."""
@@ -254,7 +262,7 @@ class Controller:
                 continue
             moved, pending = 0, offline
             for _attempt in range(3):  # a conditional write that lost a race: re-read, retry
-                written = self._move_off(broker_id, pending)
+                written = replica_state_machine.make_offline(self, broker_id, pending)
                 moved += sum(1 for v in written.values() if v is not None)
                 pending = [key for key, v in written.items() if v is None]
                 if not pending:
@@ -471,7 +479,7 @@ class Controller:
                 # the watch fires at once: its "assignment" event creates missing states
                 DataWatch(self.client, TopicZNode.path(topic), self._topic_watch(topic))
             elif ensure_all:
-                self._ensure_states(topic)
+                partition_state_machine.new_partitions(self, topic)
         self._topic_watches &= set(topics)
 
     def _preferred_watch(self, data, _stat) -> bool:
@@ -492,35 +500,12 @@ class Controller:
     def _on_assignment(self, topic: str) -> None:
         if self.epoch is not None:
             self.batch.topics_changed([topic])
-            self._ensure_states(topic)
+            partition_state_machine.new_partitions(self, topic)
 
     def live_brokers(self) -> set[int]:
         """Registered brokers, less those shutting down (they get no new leadership)."""
         registered = {int(b) for b in self.client.get_children(BrokerIdsZNode.path)}
         return registered - self.ctx.shutting_down
-
-    def _ensure_states(self, topic: str) -> None:
-        """Give every partition of ``topic`` that has no state yet its first leader."""
-        assignment = self.zk.get_topic_assignment(topic)
-        if assignment is None:
-            return
-        live = self.live_brokers()
-        missing = {}
-        existing = self.zk.get_topic_partition_states(topic)
-        for partition, replicas in assignment.partitions.items():
-            if partition in existing:
-                continue
-            alive = [b for b in replicas if b in live]
-            leader = alive[0] if alive else -1
-            missing[partition] = LeaderAndIsr(
-                leader=leader,
-                leader_epoch=0,
-                isr=alive if alive else list(replicas),
-                controller_epoch=self.epoch,
-            )
-        if missing:
-            self.zk.create_partition_states(topic, missing)
-            log.info("created state for %d partition(s) of %s", len(missing), topic)
 
     def _on_deletes(self, topics: list[str]) -> None:
         if self.epoch is None:
@@ -556,7 +541,7 @@ class Controller:
             or (changed and not changed.isdisjoint(self.ctx.replicas(key)))
         ]
         if keys:
-            moved = broker_changes.reconcile(self, keys, live)
+            moved = partition_state_machine.broker_change(self, keys, live)
             log.info(
                 "brokers %s joined, %s left: %d partition state(s) changed",
                 sorted(joined),
