@@ -89,11 +89,11 @@ class ControllerBrokerRequestBatch:
         new = self.new_brokers & set(ctx.brokers)
         if self.synced_epoch != epoch:
             self.synced, self.synced_epoch = set(), epoch
-        unsynced = (new | set(ctx.brokers)) - (self.synced - self.new_brokers)
+        unsynced = new | (set(ctx.brokers) - self.synced)
         if unsynced:
             # as Kafka's onBrokerStartup: metadata before LeaderAndIsr, so that a broker
             # asked about a partition it will host says NOT_LEADER_OR_FOLLOWER meanwhile
-            full = ctx.update_metadata(cid, epoch)
+            full = ctx.update_metadata(cid, epoch, None, deleted)
             for broker in unsynced:
                 controller.send_request(broker, *UPDATE_METADATA, full, "update_metadata")
             self.synced |= unsynced
