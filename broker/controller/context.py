@@ -42,15 +42,20 @@ class ControllerContext:
         self.refresh_topics(self.zk.get_all_topics())
 
     def refresh_brokers(self) -> tuple[set[int], set[int]]:
-        """(joined, left) since the last look."""
+        """(joined, left) since the last look. A broker registered again meanwhile (a
+        restart quicker than the watch: a new registration timestamp) counts as joined,
+        as Kafka's bouncedBrokerIds: it needs the full metadata and its LeaderAndIsr."""
         ids = {int(b) for b in self.zk.zk.get_children(BrokerIdsZNode.path)}
-        joined, left = ids - set(self.brokers), set(self.brokers) - ids
+        left = set(self.brokers) - ids
         for broker_id in left:
             del self.brokers[broker_id]
-        for broker_id in joined:
+        joined = set()
+        for broker_id in ids:
             info = self.zk.get_broker(broker_id)
-            if info is not None:
+            old = self.brokers.get(broker_id)
+            if info is not None and (old is None or old.timestamp != info.timestamp):
                 self.brokers[broker_id] = info
+                joined.add(broker_id)
         return joined, left
 
     def refresh_topics(self, topics) -> dict[int, list[TopicPartition]]:
