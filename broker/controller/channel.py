@@ -1,8 +1,9 @@
 """ControllerChannel: the controller's ordered request queues to every live broker.
 
 The controller decides on its own thread; requests travel on the broker's event loop,
-one queue and one connection per broker, in order. A full UpdateMetadata supersedes
-one still waiting in the same queue. A request whose connection fails is retried on a
+one queue and one connection per broker, in order. An UpdateMetadata still waiting in
+a queue is merged into the next one (the newer state of a partition wins), so a
+broker busy with a burst of events gets one request carrying all their changes. A request whose connection fails is retried on a
 new connection until the broker leaves the cluster.
 """
 
@@ -32,7 +33,10 @@ class _BrokerQueue:
 
     def put(self, api_key: int, version: int, body: dict, coalesce: str | None) -> None:
         if coalesce is not None:
-            self.items = deque(i for i in self.items if i[3] != coalesce)
+            waiting = [i[2] for i in self.items if i[3] == coalesce]
+            if waiting:
+                self.items = deque(i for i in self.items if i[3] != coalesce)
+                body = merge_update_metadata(waiting + [body])
         self.items.append((api_key, version, body, coalesce))
         self.ready.set()
 
@@ -129,3 +133,25 @@ class ControllerChannel:
         queue = self.queues.pop(broker_id, None)
         if queue is not None:
             queue.task.cancel()
+
+
+def merge_update_metadata(bodies: list[dict]) -> dict:
+    """One UpdateMetadata body carrying ``bodies`` (oldest first): the live brokers and
+    epoch of the last, each partition as the last body that names it says."""
+    topics: dict[str, tuple[bytes, dict[int, dict]]] = {}
+    for body in bodies:
+        for topic in body["topic_states"]:
+            _id, parts = topics.get(topic["topic_name"], (None, {}))
+            for ps in topic["partition_states"]:
+                parts[ps["partition_index"]] = ps
+            topics[topic["topic_name"]] = (topic["topic_id"], parts)
+    merged = dict(bodies[-1])
+    merged["topic_states"] = [
+        {
+            "topic_name": name,
+            "topic_id": topic_id,
+            "partition_states": [parts[p] for p in sorted(parts)],
+        }
+        for name, (topic_id, parts) in sorted(topics.items())
+    ]
+    return merged

@@ -4,7 +4,7 @@ Loaded from ZooKeeper when a broker becomes controller, refreshed for exactly th
 partitions and topics the controller changed (or leaders reported through
 /isr_change_notification). From it the controller builds LeaderAndIsr for the
 replicas of changed partitions, StopReplica for replicas that lost a partition, and
-a full UpdateMetadata for every live broker.
+UpdateMetadata with the changed partitions (or all of them) for every live broker.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from ..zk.znodes import (
 )
 
 TopicPartition = tuple[str, int]
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete
+EPOCH_DURING_DELETE = -2  # Kafka's LeaderAndIsr.EpochDuringDelete
 
 
 class ControllerContext:
@@ -40,15 +42,20 @@ class ControllerContext:
         self.refresh_topics(self.zk.get_all_topics())
 
     def refresh_brokers(self) -> tuple[set[int], set[int]]:
-        """(joined, left) since the last look."""
+        """(joined, left) since the last look. A broker registered again meanwhile (a
+        restart quicker than the watch: a new registration timestamp) counts as joined,
+        as Kafka's bouncedBrokerIds: it needs the full metadata and its LeaderAndIsr."""
         ids = {int(b) for b in self.zk.zk.get_children(BrokerIdsZNode.path)}
-        joined, left = ids - set(self.brokers), set(self.brokers) - ids
+        left = set(self.brokers) - ids
         for broker_id in left:
             del self.brokers[broker_id]
-        for broker_id in joined:
+        joined = set()
+        for broker_id in ids:
             info = self.zk.get_broker(broker_id)
-            if info is not None:
+            old = self.brokers.get(broker_id)
+            if info is not None and (old is None or old.timestamp != info.timestamp):
                 self.brokers[broker_id] = info
+                joined.add(broker_id)
         return joined, left
 
     def refresh_topics(self, topics) -> dict[int, list[TopicPartition]]:
@@ -87,28 +94,21 @@ class ControllerContext:
     def leader_and_isr(self, keys, controller_id: int, epoch: int) -> dict[int, dict]:
         """One LeaderAndIsr v4 body per live broker that replicates any of ``keys``."""
         by_broker: dict[int, dict[str, list[dict]]] = {}
+        leaders = set()
         for key in keys:
             state = self.states.get(key)
             assignment = self.assign.get(key[0])
             if state is None or assignment is None:
                 continue
-            entry = {
-                "partition_index": key[1],
-                "controller_epoch": state.controller_epoch,
-                "leader": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "isr": list(state.isr),
-                "zk_version": state.zk_version,
-                "replicas": self.replicas(key),
-                "adding_replicas": list(assignment.adding_replicas.get(key[1], [])),
-                "removing_replicas": list(assignment.removing_replicas.get(key[1], [])),
-            }
+            leaders.add(state.leader)
+            entry = _partition_entry(key[1], state, self.replicas(key))
+            entry["adding_replicas"] = list(assignment.adding_replicas.get(key[1], []))
+            entry["removing_replicas"] = list(assignment.removing_replicas.get(key[1], []))
             for broker in self.replicas(key):
                 if broker in self.brokers:
                     by_broker.setdefault(broker, {}).setdefault(key[0], []).append(entry)
-        leaders = {s.leader for s in self.states.values() if s.leader in self.brokers}
-        live_leaders = []
-        for b in sorted(leaders):
+        live_leaders = []  # as Kafka: the live leaders of the partitions in the request
+        for b in sorted(leaders & set(self.brokers)):
             host, port = self.brokers[b].endpoint(self.listener) or (None, -1)
             live_leaders.append({"broker_id": b, "host_name": host, "port": port})
         return {
@@ -123,31 +123,41 @@ class ControllerContext:
             for broker, topics in by_broker.items()
         }
 
-    def update_metadata(self, controller_id: int, epoch: int) -> dict:
-        """A full UpdateMetadata v7 body: every live broker and every partition."""
+    def update_metadata(
+        self,
+        controller_id: int,
+        epoch: int,
+        keys=None,
+        deleted: dict[TopicPartition, str] | None = None,
+    ) -> dict:
+        """An UpdateMetadata v7 body: every live broker and the partitions ``keys`` (every
+        partition when None), and ``deleted`` ({partition: topic id}) with Kafka's
+        deletion sentinel leader -2, as Kafka's sendUpdateMetadataRequest(brokers,
+        partitions) and LeaderDuringDelete."""
+        if keys is None:
+            keys = [(t, p) for t, a in self.assign.items() for p in a.partitions]
+        deleted = deleted or {}
+        topic_ids = {t: topic_id for (t, _p), topic_id in deleted.items()}
+        by_topic: dict[str, list[dict]] = {}
+        sent = set()
+        for key in sorted(keys):
+            state = self.states.get(key)
+            replicas = self.replicas(key)
+            if state is not None and replicas:
+                entry = _partition_entry(key[1], state, replicas)
+                entry["offline_replicas"] = [b for b in replicas if b not in self.brokers]
+                by_topic.setdefault(key[0], []).append(entry)
+                sent.add(key)
+        for key in sorted(set(deleted) - sent):  # unless created again meanwhile
+            by_topic.setdefault(key[0], []).append(_deleted_entry(key[1], epoch))
         topics = []
-        for name, assignment in sorted(self.assign.items()):
-            partitions = []
-            for partition, replicas in sorted(assignment.partitions.items()):
-                state = self.states.get((name, partition))
-                if state is None:
-                    continue
-                partitions.append(
-                    {
-                        "partition_index": partition,
-                        "controller_epoch": state.controller_epoch,
-                        "leader": state.leader,
-                        "leader_epoch": state.leader_epoch,
-                        "isr": list(state.isr),
-                        "zk_version": state.zk_version,
-                        "replicas": list(replicas),
-                        "offline_replicas": [b for b in replicas if b not in self.brokers],
-                    }
-                )
+        for name, partitions in sorted(by_topic.items()):
+            assignment = self.assign.get(name)
+            topic_id = assignment.topic_id if assignment else topic_ids[name]
             topics.append(
                 {
                     "topic_name": name,
-                    "topic_id": topic_id_bytes(assignment.topic_id),
+                    "topic_id": topic_id_bytes(topic_id),
                     "partition_states": partitions,
                 }
             )
@@ -179,7 +189,11 @@ class ControllerContext:
         by_topic: dict[str, list[dict]] = {}
         for topic, partition in keys:
             by_topic.setdefault(topic, []).append(
-                {"partition_index": partition, "leader_epoch": -2, "delete_partition": delete}
+                {
+                    "partition_index": partition,
+                    "leader_epoch": EPOCH_DURING_DELETE,
+                    "delete_partition": delete,
+                }
             )
         return {
             "controller_id": controller_id,
@@ -188,3 +202,22 @@ class ControllerContext:
                 {"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()
             ],
         }
+
+
+def _partition_entry(partition: int, state: LeaderAndIsr, replicas) -> dict:
+    """The fields LeaderAndIsr and UpdateMetadata partition states share."""
+    return {
+        "partition_index": partition,
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+        "zk_version": state.zk_version,
+        "replicas": list(replicas),
+    }
+
+
+def _deleted_entry(partition: int, controller_epoch: int) -> dict:
+    """A deleted partition in UpdateMetadata: Kafka's LeaderDuringDelete (-2)."""
+    deleting = LeaderAndIsr(LEADER_DURING_DELETE, EPOCH_DURING_DELETE, [], controller_epoch, 0)
+    return {**_partition_entry(partition, deleting, []), "offline_replicas": []}

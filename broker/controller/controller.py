@@ -1,24 +1,46 @@
 """The controller: one broker, elected through the ephemeral ``/controller`` znode.
 
 Like Kafka's KafkaController it works through a single event thread (ZooKeeper
-watches only enqueue events), so its decisions never race each other. It decides
-partition leaders and writes ``/brokers/topics/<t>/partitions/<p>/state`` with
-conditional writes, carrying its ``/controller_epoch``.
+watches and callers only enqueue events), so its decisions never race each other. It
+decides partition leaders and writes ``/brokers/topics/<t>/partitions/<p>/state``
+with conditional writes, carrying its ``/controller_epoch``; at the end of each event
+the ControllerBrokerRequestBatch (``request_batch.py``) sends the brokers what the event
+changed: LeaderAndIsr, StopReplica, and UpdateMetadata with only those partitions.
 
-What it does today: elect itself, create the state of new topics and partitions,
-carry out topic deletions, and move leadership off brokers that left when an in-sync
-replica is alive (or bring an offline partition back when its in-sync replica
-returns), and off the replicas of a log dir a broker reported offline
-(``log_dir_events.py``).
+What it does:
+
+- elects itself (and resigns when its ZooKeeper session is lost); a new controller
+  loads the cluster (``context.py``), sends every broker the full picture and resumes
+  reassignments in progress;
+- new topics and partitions: NewPartition -> OnlinePartition
+  (``partition_state_machine.py``);
+- broker changes: leaders move off brokers that left to a live in-sync replica,
+  offline partitions come back when an in-sync replica returns (unclean elections
+  where unclean.leader.election.enable allows), dead brokers leave ISRs; a broker that
+  (re)joins gets the full metadata and every LeaderAndIsr it needs;
+- controlled shutdown (ControlledShutdown from a stopping broker) and log dir failures
+  (``log_dir_events.py``): its replicas become OfflineReplica
+  (``replica_state_machine.py``);
+- ISR changes the leaders report through ``/isr_change_notification`` (batched, read
+  once, deleted), passed on to every broker's metadata;
+- leader elections: ElectLeaders and ``/admin/preferred_replica_election``
+  (``election.py``), and the periodic preferred-leader rebalance
+  (auto.leader.rebalance.enable);
+- partition reassignment (AlterPartitionReassignments and
+  ``/admin/reassign_partitions``, ``reassignment.py``);
+- topic deletion (``/admin/delete_topics``): the topic's znodes go, its replicas get
+  StopReplica (delete) and every broker's metadata the deletion sentinel leader -2.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import KazooState
@@ -31,17 +53,17 @@ from ..zk.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
-    LeaderAndIsr,
     LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     TopicAssignment,
     TopicsZNode,
     TopicZNode,
 )
-from . import broker_changes, election, log_dir_events
+from . import election, log_dir_events, partition_state_machine, replica_state_machine
 from .channel import ControllerChannel
 from .context import ControllerContext
 from .reassignment import REASSIGN_PATH, Reassigner
+from .request_batch import ControllerBrokerRequestBatch
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +76,9 @@ class _TrackingZk:
     """The controller's ZooKeeper client: every state or assignment it writes is marked,
     so the end of the event sends exactly those partitions to the brokers."""
 
-    def __init__(self, zk: KafkaZkClient, controller: Controller) -> None:
+    def __init__(self, zk: KafkaZkClient, batch: ControllerBrokerRequestBatch) -> None:
         self._zk = zk
-        self._c = controller
+        self._batch = batch
 
     def __getattr__(self, name):
         return getattr(self._zk, name)
@@ -64,25 +86,25 @@ class _TrackingZk:
     def update_partition_state(self, topic, partition, state):
         version = self._zk.update_partition_state(topic, partition, state)
         if version is not None:
-            self._c._dirty_keys.add((topic, partition))
+            self._batch.partitions_changed([(topic, partition)])
         return version
 
     def update_partition_states(self, states):
         written = self._zk.update_partition_states(states)
-        self._c._dirty_keys.update(k for k, v in written.items() if v is not None)
+        self._batch.partitions_changed(k for k, v in written.items() if v is not None)
         return written
 
     def create_partition_states(self, topic, states):
         self._zk.create_partition_states(topic, states)
-        self._c._dirty_topics.add(topic)
+        self._batch.topics_changed([topic])
 
     def set_topic_assignment(self, topic, assignment):
         self._zk.set_topic_assignment(topic, assignment)
-        self._c._dirty_topics.add(topic)
+        self._batch.topics_changed([topic])
 
     def delete_topic_znodes(self, topic):
         self._zk.delete_topic_znodes(topic)
-        self._c._dirty_topics.add(topic)
+        self._batch.topics_changed([topic])
 
 
 class Controller:
@@ -97,19 +119,19 @@ class Controller:
         imbalance_percentage: int = 10,
         channel: ControllerChannel | None = None,
         listener: str = "PLAINTEXT",
+        election_timer: Callable[[], contextlib.AbstractContextManager] | None = None,
     ) -> None:
         self.channel = channel
         self.ctx = ControllerContext(zk, listener)
-        self._dirty_keys: set[tuple[str, int]] = set()
-        self._dirty_topics: set[str] = set()
-        self._new_brokers: set[int] = set()
-        self._metadata_dirty = False
+        self.batch = ControllerBrokerRequestBatch()
+        # a context manager timing each broker change (LeaderElectionRateAndTimeMs)
+        self.election_timer = election_timer or contextlib.nullcontext
         self.unclean_default = unclean_default
         self.auto_rebalance = auto_rebalance
         self.imbalance_interval_s = imbalance_interval_s
         self.imbalance_percentage = imbalance_percentage
         self.unclean_elections = 0
-        self.zk = _TrackingZk(zk, self)
+        self.zk = _TrackingZk(zk, self.batch)
         self.client = zk.zk
         self.broker_id = broker_id
         self.epoch: int | None = None
@@ -200,7 +222,7 @@ class Controller:
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         self.ctx.shutting_down.add(broker_id)
-        written = self._move_off(broker_id, self._hosted(broker_id))
+        written = replica_state_machine.make_offline(self, broker_id, self._hosted(broker_id))
         remaining = sorted(key for key, version in written.items() if version is None)
         log.info(
             "controlled shutdown of broker %d: %d partition(s) could not move yet",
@@ -217,17 +239,6 @@ class Controller:
             for partition, replicas in assignment.partitions.items()
             if broker_id in replicas
         ]
-
-    def _move_off(self, broker_id: int, keys: list[tuple[str, int]]) -> dict:
-        """Take ``broker_id`` out of the leadership and ISR of ``keys`` where another
-        live in-sync replica can take over; {key: new zk version or None (lost race)}."""
-        live = self._live_brokers()
-        updates = {}
-        for key, state in self.zk.get_partition_states(keys).items():
-            new = log_dir_events.without_broker(state, broker_id, live, self.epoch)
-            if new is not None:
-                updates[key] = new
-        return self.zk.update_partition_states(updates)
 
     def _on_log_dir_events(self, children: list[str]) -> None:
         """Brokers lost a log dir: move leadership and ISR off their offline replicas."""
@@ -251,7 +262,7 @@ class Controller:
                 continue
             moved, pending = 0, offline
             for _attempt in range(3):  # a conditional write that lost a race: re-read, retry
-                written = self._move_off(broker_id, pending)
+                written = replica_state_machine.make_offline(self, broker_id, pending)
                 moved += sum(1 for v in written.values() if v is not None)
                 pending = [key for key, v in written.items() if v is None]
                 if not pending:
@@ -262,7 +273,6 @@ class Controller:
                 len(offline),
                 moved,
             )
-            self._metadata_dirty = True
 
     def _on_elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None
@@ -270,7 +280,7 @@ class Controller:
         """ElectLeaders / preferred_replica_election: one result per partition."""
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
-        live = self._live_brokers()
+        live = self.live_brokers()
         if partitions is None:
             partitions = [(t, p) for t, a in self.ctx.assign.items() for p in a.partitions]
         results, decided = {}, {}
@@ -393,59 +403,22 @@ class Controller:
         self._isr_handled |= set(fresh)
         self.isr_notifications_read += len(fresh)
         self.ctx.refresh_states(keys)
-        self._metadata_dirty = True
+        self.batch.metadata_changed(keys)
         self.zk.delete_isr_change_notifications(fresh)
 
     def _publish(self) -> None:
-        """Send what this event changed: LeaderAndIsr to the replicas of changed
-        partitions (everything to brokers that just joined), StopReplica to replicas
-        that lost a partition, and a full UpdateMetadata to every live broker."""
-        if self.epoch is None or self.channel is None:
-            self._dirty_keys.clear()
-            self._dirty_topics.clear()
-            self._new_brokers.clear()
-            self._metadata_dirty = False
-            return
-        if not (
-            self._dirty_keys or self._dirty_topics or self._new_brokers or self._metadata_dirty
-        ):
-            return
-        dropped = self.ctx.refresh_topics(sorted(self._dirty_topics))
-        keys = set(self._dirty_keys)
-        for topic in self._dirty_topics:
-            assignment = self.ctx.assign.get(topic)
-            keys |= {(topic, p) for p in (assignment.partitions if assignment else {})}
-        # a joining broker gets every partition: read them all afresh (leaders change
-        # ISRs without the controller, which hears of it a few seconds later)
-        self.ctx.refresh_states(list(self.ctx.states) if self._new_brokers else self._dirty_keys)
-        requests = self.ctx.leader_and_isr(keys, self.broker_id, self.epoch)
-        metadata = self.ctx.update_metadata(self.broker_id, self.epoch)
-        for broker in self._new_brokers & set(self.ctx.brokers):
-            # as Kafka's onBrokerStartup: metadata before LeaderAndIsr, so that a broker
-            # asked about a partition it will host says NOT_LEADER_OR_FOLLOWER meanwhile
-            self._send(broker, 6, 7, metadata)
-        if self._new_brokers:
-            everything = self.ctx.leader_and_isr(list(self.ctx.states), self.broker_id, self.epoch)
-            for broker in self._new_brokers:
-                if broker in everything:
-                    requests[broker] = everything[broker]
-        for broker, body in requests.items():
-            self._send(broker, 4, 4, body)
-        for broker, parts in dropped.items():
-            self._send(
-                broker, 5, 3, ControllerContext.stop_replica(parts, self.broker_id, self.epoch)
-            )
-        for broker in set(self.ctx.brokers) - self._new_brokers:
-            self._send(broker, 6, 7, metadata, coalesce="update_metadata")
-        self._dirty_keys.clear()
-        self._dirty_topics.clear()
-        self._new_brokers.clear()
-        self._metadata_dirty = False
+        """Send what this event changed (ControllerBrokerRequestBatch), then forget it."""
+        if self.batch and self.epoch is not None and self.channel is not None:
+            self.batch.send(self)  # raising, it is kept for the next event to send
+        self.batch.clear()
 
-    def _send(self, broker: int, api_key: int, version: int, body: dict, coalesce=None) -> None:
+    def send_request(
+        self, broker: int, api_key: int, version: int, body: dict, coalesce=None
+    ) -> None:
+        """Queue a controller request to ``broker`` on inter.broker.listener.name."""
         info = self.ctx.brokers.get(broker)
         address = info.endpoint(self.ctx.listener) if info is not None else None
-        if address is not None:  # brokers are reached on inter.broker.listener.name
+        if address is not None:
             self.channel.send(broker, address, api_key, version, body, coalesce)
 
     def _on_resign(self) -> None:
@@ -470,8 +443,7 @@ class Controller:
         self.epoch = epoch
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, epoch)
         self.ctx.load()
-        self._new_brokers = set(self.ctx.brokers)  # everyone gets the full picture
-        self._metadata_dirty = True
+        self.batch.brokers_joined(self.ctx.brokers)  # everyone gets the full picture
         if not self._watching:
             self._watching = True
             ChildrenWatch(self.client, TopicsZNode.path, lambda c: self._events.put(("topics", c)))
@@ -501,13 +473,13 @@ class Controller:
             return
         for topic in topics:
             if topic not in self.ctx.assign:
-                self._dirty_topics.add(topic)
+                self.batch.topics_changed([topic])
             if topic not in self._topic_watches:
                 self._topic_watches.add(topic)
                 # the watch fires at once: its "assignment" event creates missing states
                 DataWatch(self.client, TopicZNode.path(topic), self._topic_watch(topic))
             elif ensure_all:
-                self._ensure_states(topic)
+                partition_state_machine.new_partitions(self, topic)
         self._topic_watches &= set(topics)
 
     def _preferred_watch(self, data, _stat) -> bool:
@@ -527,36 +499,13 @@ class Controller:
 
     def _on_assignment(self, topic: str) -> None:
         if self.epoch is not None:
-            self._dirty_topics.add(topic)
-            self._ensure_states(topic)
+            self.batch.topics_changed([topic])
+            partition_state_machine.new_partitions(self, topic)
 
-    def _live_brokers(self) -> set[int]:
+    def live_brokers(self) -> set[int]:
         """Registered brokers, less those shutting down (they get no new leadership)."""
         registered = {int(b) for b in self.client.get_children(BrokerIdsZNode.path)}
         return registered - self.ctx.shutting_down
-
-    def _ensure_states(self, topic: str) -> None:
-        """Give every partition of ``topic`` that has no state yet its first leader."""
-        assignment = self.zk.get_topic_assignment(topic)
-        if assignment is None:
-            return
-        live = self._live_brokers()
-        missing = {}
-        existing = self.zk.get_topic_partition_states(topic)
-        for partition, replicas in assignment.partitions.items():
-            if partition in existing:
-                continue
-            alive = [b for b in replicas if b in live]
-            leader = alive[0] if alive else -1
-            missing[partition] = LeaderAndIsr(
-                leader=leader,
-                leader_epoch=0,
-                isr=alive if alive else list(replicas),
-                controller_epoch=self.epoch,
-            )
-        if missing:
-            self.zk.create_partition_states(topic, missing)
-            log.info("created state for %d partition(s) of %s", len(missing), topic)
 
     def _on_deletes(self, topics: list[str]) -> None:
         if self.epoch is None:
@@ -570,6 +519,10 @@ class Controller:
         and bring offline partitions back when an in-sync replica returns."""
         if self.epoch is None:
             return
+        with self.election_timer():
+            self._broker_change(children)
+
+    def _broker_change(self, children: list[str]) -> None:
         joined, left = self.ctx.refresh_brokers()
         self.ctx.shutting_down -= joined | left  # gone, or back (Kafka's onBrokerStartup)
         live = {int(b) for b in children} - self.ctx.shutting_down
@@ -577,8 +530,8 @@ class Controller:
             if self.channel is not None:
                 self.channel.remove_broker(broker_id)
         if joined or left:
-            self._new_brokers |= joined
-            self._metadata_dirty = True
+            self.batch.brokers_joined(joined)
+            self.batch.live_brokers_changed()
         changed = joined | left
         keys = [
             key
@@ -588,7 +541,7 @@ class Controller:
             or (changed and not changed.isdisjoint(self.ctx.replicas(key)))
         ]
         if keys:
-            moved = broker_changes.reconcile(self, keys, live)
+            moved = partition_state_machine.broker_change(self, keys, live)
             log.info(
                 "brokers %s joined, %s left: %d partition state(s) changed",
                 sorted(joined),
@@ -608,7 +561,7 @@ class Controller:
         if self.epoch is not None:
             self._on_brokers(self.zk.zk.get_children(BrokerIdsZNode.path))
 
-    def _unclean_allowed(self, topic: str) -> bool:
+    def unclean_allowed(self, topic: str) -> bool:
         value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
         if value is None:
             return self.unclean_default

@@ -17,7 +17,7 @@ from kazoo.exceptions import NoNodeError
 
 from ..client.connection import BrokerConnection
 from ..client.security import ClientSecurity
-from ..zk.znodes import LeaderAndIsr, LogDirEventNotificationZNode
+from ..zk.znodes import LogDirEventNotificationZNode
 
 log = logging.getLogger(__name__)
 
@@ -73,24 +73,3 @@ def offline_replicas(
     )
     online = future.result(timeout=30)
     return [key for key in hosted if key not in online]
-
-
-def without_broker(
-    state: LeaderAndIsr, broker_id: int, live: set[int], epoch: int
-) -> LeaderAndIsr | None:
-    """``state`` with ``broker_id`` out of the leadership and the ISR, the leadership
-    going to the next live in-sync replica; None when no live in-sync replica is left
-    to take over (the partition stays as it is)."""
-    if broker_id not in (state.leader, *state.isr):
-        return None
-    others = [b for b in state.isr if b != broker_id and b in live]
-    if not others:
-        return None
-    moved = state.leader == broker_id
-    return LeaderAndIsr(
-        leader=others[0] if moved else state.leader,
-        leader_epoch=state.leader_epoch + (1 if moved else 0),
-        isr=others if moved else [b for b in state.isr if b != broker_id],
-        controller_epoch=epoch,
-        zk_version=state.zk_version,
-    )

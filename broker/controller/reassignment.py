@@ -39,7 +39,7 @@ class Reassigner:
     def submit(
         self, requests: dict[TopicPartition, list[int] | None]
     ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        zk, live = self.c.zk, self.c._live_brokers()
+        zk, live = self.c.zk, self.c.live_brokers()
         results = {}
         for (topic, partition), target in requests.items():
             assignment = zk.get_topic_assignment(topic)
@@ -111,7 +111,7 @@ class Reassigner:
         isr = [b for b in state.isr if b in original]
         leader = state.leader
         if leader not in original:
-            live = self.c._live_brokers()
+            live = self.c.live_brokers()
             leader = next((b for b in isr if b in live), -1)
         if leader == state.leader and isr == state.isr:
             return
@@ -182,7 +182,7 @@ class Reassigner:
             return True  # the topic went away
         if not all(b in state.isr for b in target):
             return False
-        live = self.c._live_brokers()
+        live = self.c.live_brokers()
         leader = state.leader
         if leader not in target:
             leader = next((b for b in target if b in state.isr and b in live), -1)

@@ -328,6 +328,7 @@ class KafkaServer:
             imbalance_interval_s=cfg["leader.imbalance.check.interval.seconds"],
             imbalance_percentage=cfg["leader.imbalance.per.broker.percentage"],
             listener=cfg.endpoints.inter_broker,
+            election_timer=self.metrics.leader_elections.time,  # LeaderElectionRateAndTimeMs
         )
         # Kafka's legacy host/port fields: the PLAINTEXT endpoint, else null and -1
         legacy = next((e for e in registered if e.security_protocol == "PLAINTEXT"), None)
@@ -338,9 +339,6 @@ class KafkaServer:
             [e.uri for e in registered],
             rack=cfg["broker.rack"],
             protocols={e.name: e.security_protocol for e in registered},
-        )
-        self.controller._on_brokers = self.metrics.leader_elections.timed(
-            self.controller._on_brokers
         )
         await asyncio.to_thread(
             self.zk.register_broker, info, cfg["zookeeper.session.timeout.ms"] / 1000.0 + 5

@@ -16,7 +16,6 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader
 from ...replica.partition import PartitionState
 from ...zk.znodes import SECURITY_PROTOCOL_IDS, BrokerInfo
-from ..metadata_cache import TopicMeta
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -100,25 +99,15 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
         brokers[b.id] = BrokerInfo(
             b.id, first.host, first.port, endpoints, rack=b.rack, protocols=protocols
         )
-    topics = {}
+    topics = []
     for t in req.topic_states:
         topic_id = (
             base64.urlsafe_b64encode(t.topic_id.bytes).rstrip(b"=").decode() if t.topic_id else ""
         )
-        meta = TopicMeta(t.topic_name, topic_id, {})
-        for ps in t.partition_states:
-            meta.replicas[ps.partition_index] = list(ps.replicas)
-            meta.states[ps.partition_index] = _partition_state(ps)
-        topics[t.topic_name] = meta
-    deleted = [
-        (name, p)
-        for name, old in cache.topics.items()
-        for p in old.replicas
-        if name not in topics or p not in topics[name].replicas
-    ]
-    cache.brokers = brokers
-    cache.topics = topics
-    server.metrics.topics.retain(topics)  # deleted topics' metrics go, as in Kafka
+        states = {ps.partition_index: _partition_state(ps) for ps in t.partition_states}
+        topics.append((t.topic_name, topic_id, states))
+    deleted = cache.update(req.controller_epoch, brokers, topics)
+    server.metrics.topics.retain(cache.topics)  # deleted topics' metrics go, as in Kafka
     cache.controller_id = req.controller_id
     server.metadata_updated()
     if deleted and server.group_coordinator is not None:
