@@ -1,10 +1,9 @@
 """The compiled hot path: the same .py sources, built by Cython where a build exists.
 
-``HOT_MODULES`` are the modules the per-record profile names (issue 24, docs/benchmarks.md):
-framing and dispatch, produce and append, record batch validation, both sides of fetch,
-the purgatory and the follower fetcher. ``scripts/build_hotpath.py`` (run by
-``make install``) compiles each into ``build/hotpath/`` under a name keyed by the sha256
-of its source, and the finder this module installs (from ``broker/__init__.py``) loads
+``HOT_MODULES`` are the modules of the per-record profile (issue 24, docs/benchmarks.md)
+that run faster compiled: record batch validation and the produce/fetch codecs.
+``scripts/build_hotpath.py`` (run by ``make install``) compiles each into
+``build/hotpath/`` under a name keyed by the sha256 of its source, and the finder this module installs (from ``broker/__init__.py``) loads
 that extension instead of the .py only while the source still hashes to its key. An
 edited source has a new key, so it is imported as plain Python until the next build:
 a stale build never shadows an edit. No build, no compiler, or
@@ -25,34 +24,15 @@ BUILD_DIR = Path(__file__).resolve().parent.parent / "build" / "hotpath"
 # bump when the build's options change, so every module is compiled again
 BUILD_FORMAT = b"quill-hotpath-1"
 HOT_MODULES = (
-    # framing, dispatch, the produce answer
-    "broker.protocol.framing",
+    # record batch validation and the produce and fetch codecs: 6-27 % less CPU per call
+    # compiled (bench/hotpath_modules.py). The other modules the profile names (framing,
+    # network, dispatch, handlers, replica, log, the inter-broker client) compiled as
+    # well cost more CPU per request than as Python on 3.11 (bench/floor.py, issue 24 in
+    # docs/benchmarks.md), so they stay Python until a typed build shows a gain.
+    "broker.protocol.records",
     "broker.protocol.messages",
     "broker.protocol.produce_response",
-    "broker.server.network",
-    "broker.server.apis",
-    "broker.server.quotas",
-    "broker.server.request_context",
-    # record batch validation, produce and append
-    "broker.protocol.records",
-    "broker.server.handlers.produce",
-    "broker.replica.manager",
-    "broker.replica.partition",
-    "broker.replica.expiry",
-    "broker.log.log",
-    "broker.log.append",
-    "broker.log.segment",
-    "broker.log.index",
-    "broker.log.producer_state",
-    # fetch, both sides
-    "broker.protocol.fetch_request",
     "broker.protocol.fetch_response",
-    "broker.server.handlers.fetch",
-    "broker.server.fetch_session",
-    "broker.replica.fetcher",
-    "broker.replica.rounds",
-    "broker.replica.fetch_session_handler",
-    "broker.client.connection",
 )
 
 

@@ -97,7 +97,7 @@ def test_build_is_used_only_for_the_source_it_was_built_from(tmp_path):
 
 def test_pure_python_when_asked(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "QUILL_PURE_PYTHON": "1"}
-    code = "import broker.server.network as n, broker.hotpath as h; print(n.__file__, h.compiled_modules())"
+    code = "import broker.protocol.records as n, broker.hotpath as h; print(n.__file__, h.compiled_modules())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(ROOT / "broker" / "server" / "network.py"), "{}"]
+    assert done.stdout.split() == [str(ROOT / "broker" / "protocol" / "records.py"), "{}"]
