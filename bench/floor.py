@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import shutil
 import socket
 import struct
 import subprocess
@@ -220,11 +221,12 @@ def floor_row(loop_name: str, connections: int, seconds: float) -> dict:
         proc.wait(10)
 
 
-def quill_row(connections: int, seconds: float) -> dict:
+def quill_row(connections: int, seconds: float, src: Path | None = None) -> dict:
+    """One broker of this tree (or of the exported tree ``src``) answering the client."""
     from bench.localstack import local_cluster
     from bench.throughput import create_topic
 
-    with local_cluster(1) as cluster:
+    with local_cluster(1, src=src) as cluster:
         create_topic(cluster.bootstrap, TOPIC, 1, 1)
         (proc,) = cluster.brokers.values()
         return measure(cluster.bootstrap, proc.pid, connections, seconds)
@@ -238,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-quill", action="store_true", help="skip the Quill broker row")
     p.add_argument("--serve", type=int, metavar="PORT", help="only run the floor server")
     p.add_argument("--loop", default="asyncio", choices=("asyncio", "uvloop"))
+    p.add_argument("--baseline", help="git ref whose broker makes a 'before' row first")
     args = p.parse_args(argv)
     if args.serve:
         serve(args.serve, args.loop)
@@ -248,6 +251,15 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.loops.split(",")
         if name
     ]
+    if not args.no_quill and args.baseline:
+        from bench.acks_all import export_tree
+
+        src = export_tree(args.baseline)
+        try:
+            row = quill_row(args.connections, args.seconds, src)
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+        rows.append((f"one Quill broker, before ({args.baseline})", row))
     if not args.no_quill:
         rows.append(("one Quill broker", quill_row(args.connections, args.seconds)))
     floors = {name: r for name, r in rows if name.startswith("floor")}

@@ -28,7 +28,7 @@ class StartError(RuntimeError):
 
 
 # QUILL_* variables that tune a process rather than configure the stack pass through.
-PASS_THROUGH = {"QUILL_LOG_LEVEL", "QUILL_EVENT_LOOP"}
+PASS_THROUGH = {"QUILL_LOG_LEVEL", "QUILL_EVENT_LOOP", "QUILL_PURE_PYTHON"}
 
 
 def child_env(spec: ServiceSpec) -> dict[str, str]:

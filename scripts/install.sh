@@ -7,11 +7,14 @@
 #   4. KafkaJS for the client conformance tests (npm ci in tests/kafkajs, only when its
 #      package.json or package-lock.json changed)
 #   5. the console's database migrations
+#   6. the broker's hot path compiled with Cython (scripts/build_hotpath.py; only modules
+#      whose source changed since their build; without a compiler the broker runs as Python)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # openssl: the tests sign a SHA-1 certificate with its CLI; gcc, python3-dev: twofish (a
-# dependency of pyjks, for JKS keystores) is built from source, having no wheel
+# dependency of pyjks, for JKS keystores) is built from source, having no wheel, and the
+# broker's hot path is compiled (scripts/build_hotpath.py)
 # iproute2, iptables: the fault-injection harness (faults/) makes hosts of network namespaces
 APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables)
 VENV=.venv
@@ -93,4 +96,5 @@ if [ "$(cat "$KAFKAJS_STAMP" 2>/dev/null)" != "$want" ]; then
 fi
 
 "$VENV/bin/python" manage.py migrate --noinput -v 0
+"$VENV/bin/python" scripts/build_hotpath.py
 say "ok"

@@ -1,8 +1,9 @@
 """The socket server: Kafka framing on asyncio, requests answered in order.
 
-Each connection reads size-prefixed frames into a queue and one task per connection
-handles them in arrival order (Kafka mutes a channel while a request is in flight; we
-queue instead, up to ``queued.max.requests``, then stop reading). A handler may answer
+Each connection reads size-prefixed frames into a queue and handles them in arrival
+order: in the read callback itself while they complete at once, on a task from the
+first that must wait (Kafka mutes a channel while a request is in flight; we queue
+instead, up to ``queued.max.requests``, then stop reading). A handler may answer
 with a future (an acks=all produce, its appends done, waiting for the ISR): the next
 requests are served meanwhile, their appends stay in arrival order, and responses
 still leave in request order, held behind the waiting one. A response is
@@ -156,7 +157,8 @@ class Connection(asyncio.Protocol):
         self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
         self._worker: asyncio.Task | None = None
         self._outbox: deque = deque()  # responses held behind a future, in request order
-        self._sender: asyncio.Task | None = None
+        self._sender: asyncio.Future | None = None  # sending the outbox, waiting to write
+        self._waiting_on: asyncio.Future | None = None  # the held response a send waits on
         self._out: list | None = None  # responses written but not yet given to the transport
         self._closed = False
         self._mutes: set[str] = set()  # why reading is paused: queue, write, memory, throttle
@@ -258,7 +260,7 @@ class Connection(asyncio.Protocol):
             return
         self._frames.extend([(frame, arrived) for frame in frames])
         if self._frames and (self._worker is None or self._worker.done()):
-            self._worker = asyncio.ensure_future(self._work())
+            self._worker = _run_eagerly(self._work())
         if len(self._frames) >= self.server.queued_max_requests:
             self._mute("queue")
         pool = self.server.memory_pool
@@ -345,22 +347,38 @@ class Connection(asyncio.Protocol):
         self._outbox.clear()
 
     async def _hold(self, response: Response | asyncio.Future, times: tuple) -> None:
-        """Queue a response behind the ones still waiting; one task sends them in order.
+        """Queue a response behind the ones still waiting; they leave in order.
         ``times`` is (frame, arrived, started, handled, parked) for the request metrics."""
         self._outbox.append((response, times))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.ensure_future(self._send_in_order())
-        if len(self._outbox) >= MAX_PENDING_RESPONSES:
-            await asyncio.wait([self._sender])  # back-pressure: finish these first
+        self._start_sending()
+        while len(self._outbox) >= MAX_PENDING_RESPONSES and not self._closed:
+            if self._sender is None or self._sender.done():  # back-pressure: finish these first
+                self._sender = asyncio.ensure_future(self._send_in_order(wait=True))
+            await asyncio.wait([self._sender])
 
-    async def _send_in_order(self) -> None:
+    def _start_sending(self, _done: Any = None) -> None:
+        """Send what the outbox holds, in order, unless a sender is at it already."""
+        if self._sender is None or self._sender.done():
+            self._sender = _run_eagerly(self._send_in_order())
+
+    async def _send_in_order(self, wait: bool = False) -> None:
+        """Send the outbox's responses in order until its first is a future not yet
+        done; that future's completion starts the next round (a callback, not a task
+        waiting on it), unless ``wait``: then until the outbox is empty."""
         outbox = self._outbox
         try:
             while outbox and not self._closed:
                 response, (frame, arrived, started, handled, parked) = outbox[0]
                 waited = 0
                 if isinstance(response, asyncio.Future):
-                    response = await response
+                    if not response.done() and wait:
+                        await asyncio.wait([response])
+                    if not response.done():
+                        if self._waiting_on is not response:
+                            self._waiting_on = response
+                            response.add_done_callback(self._start_sending)
+                        return
+                    response = response.result()
                     waited = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
                 outbox.popleft()
                 if response is not None:
@@ -467,6 +485,44 @@ class Connection(asyncio.Protocol):
             self._drop_outbox()
             if self.transport is not None:
                 self.transport.abort()
+
+
+def _run_eagerly(coro: Any) -> asyncio.Future | None:
+    """Run ``coro`` at once, in this callback, up to its first wait: the requests that
+    complete at once (most) are served without a Task or a turn of the loop. A Task
+    takes over only if it must wait (Python 3.12's eager tasks, by hand); None if done."""
+    try:
+        first = coro.send(None)
+    except StopIteration:
+        return None
+    return asyncio.ensure_future(_Resumed(coro, first))
+
+
+class _Resumed:
+    """A coroutine already run up to its first wait (``first``, what it yielded), as an
+    awaitable a Task can go on with: what the Task sends or throws goes to it."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self._coro, self._first = coro, first
+
+    def __await__(self):
+        coro, yielded = self._coro, self._first
+        while True:
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # cancellation and the like go on to the coroutine
+                step, arg = coro.throw, exc
+            else:
+                step, arg = coro.send, value
+            try:
+                yielded = step(arg)
+            except StopIteration as stop:
+                return stop.value
 
 
 def _ready(outbox: deque) -> bool:
