@@ -20,6 +20,9 @@ Processes are built by quill_stack.services, exactly as `make run` starts them.
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -422,3 +425,32 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds:8.1f}s {module}")
     total = sum(_MODULE_SECONDS.values())
     terminalreporter.write_line(f"{total:8.1f}s in all {len(_MODULE_SECONDS)} modules")
+
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Every result is in and reported by now. A non-daemon thread a test left behind
+    (a client call blocked on a cluster that is gone) would keep the interpreter from
+    exiting and a CI run from ending: name such threads, then end with pytest's status
+    instead of waiting on them forever."""
+    main = threading.main_thread()
+    left = [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+    if not left or not _EXIT_STATUS:
+        return
+    deadline = time.monotonic() + 10
+    for thread in left:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in left if t.is_alive()]
+    if not stuck:
+        return
+    sys.stderr.write(f"conftest: non-daemon threads still running at exit: {stuck}\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_EXIT_STATUS[-1])

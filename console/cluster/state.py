@@ -14,20 +14,41 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from broker.zk.znodes import ConfigEntityZNode
 from console.cluster import picture, wire, zk
 
 Part = tuple[str, int]
-_pages_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="quill-page")
 
 
 def together(*fns):
     """Call each function at once (ZooKeeper and broker reads wait on the network, not
-    on each other); their results in order. The first runs here; an error is raised."""
-    later = [_pages_pool.submit(fn) for fn in fns[1:]]
-    return [fns[0](), *(f.result() for f in later)]
+    on each other); their results in order. The first runs here, the others on daemon
+    threads (a read stuck on a cluster that went away never keeps the process from
+    exiting, as a pool's workers would); the first error is raised."""
+    results: list = [None] * len(fns)
+    errors: list = [None] * len(fns)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = fns[i]()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+            errors[i] = exc
+
+    threads = [
+        threading.Thread(target=run, args=(i,), name="quill-page", daemon=True)
+        for i in range(1, len(fns))
+    ]
+    for thread in threads:
+        thread.start()
+    run(0)
+    if errors[0] is not None:
+        raise errors[0]
+    for i, thread in enumerate(threads, 1):
+        thread.join()
+        if errors[i] is not None:
+            raise errors[i]
+    return results
 
 
 def addresses(brokers: list[dict]) -> dict[int, tuple[str, int]]:
