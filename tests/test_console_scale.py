@@ -405,16 +405,21 @@ READABLE = (
 )
 
 
+def _log_in(page, served) -> None:
+    """Log the page in as the console's admin."""
+    page.goto(f"{served['url']}/accounts/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", served["password"])
+    page.click("button[type=submit]")
+
+
 @pytest.mark.browser
 def test_big_topic_page_in_chromium_light_and_dark(served, scale_cluster, wide):
     from tests.console_helpers import OUT, chromium_page
 
     url = served["url"]
     with chromium_page(OUT) as page:
-        page.goto(f"{url}/accounts/login/")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", served["password"])
-        page.click("button[type=submit]")
+        _log_in(page, served)
         page.wait_for_selector("#global-search")
         for scheme in ("light", "dark"):
             page.emulate_media(color_scheme=scheme)
@@ -453,10 +458,7 @@ def test_broker_config_edit_in_chromium(served, scale_cluster):
 
     url = served["url"]
     with chromium_page(OUT) as page:
-        page.goto(f"{url}/accounts/login/")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", served["password"])
-        page.click("button[type=submit]")
+        _log_in(page, served)
         page.goto(f"{url}/brokers/1/")
         page.click("#broker-configs-link")
         page.wait_for_selector("#broker-configs")
