@@ -58,8 +58,13 @@ def racks(cluster_factory):
     )
 
 
+_ZK: dict[int, object] = {}  # one ZooKeeper client per cluster, not one per look
+
+
 def _state(cluster, topic: str) -> dict:
-    zk = cluster.zk_client()
+    zk = _ZK.get(id(cluster))
+    if zk is None:
+        zk = _ZK[id(cluster)] = cluster.zk_client()
     path = f"/brokers/topics/{topic}/partitions/0/state"
     return json.loads(zk.get(path)[0]) if zk.exists(path) else {}
 
