@@ -52,14 +52,28 @@ def replica_spans(replicas: list[int], isr: list[int], leader: int) -> list[list
     return spans
 
 
-def state_spans(leader: int, live: set, isr: list, replicas: list) -> list[list[str]]:
-    if leader not in live:
-        return [["offline", "pill err"]]
-    spans = []
-    if len(isr) < len(replicas):
-        spans.append(["under-replicated", "pill warn"])
-    if replicas and leader != replicas[0]:
-        spans.append(["not on preferred leader", "pill warn"])
+# A partition's problems, worst first: the topic page sorts by the first one a partition
+# has (console.views.partitions) and live updates show the same labels.
+PROBLEMS = (
+    ("offline", "offline", "err"),
+    ("under_min_isr", "under min ISR", "err"),
+    ("under_replicated", "under-replicated", "warn"),
+    ("not_preferred", "not on preferred leader", "warn"),
+)
+
+
+def state_spans(
+    leader: int, live: set, isr: list, replicas: list, min_isr: int = 1
+) -> list[list[str]]:
+    """The state badges of a partition, as the topic page first renders them."""
+    offline = leader not in live
+    has = {
+        "offline": offline,
+        "under_min_isr": not offline and len(isr) < min_isr,
+        "under_replicated": len(isr) < len(replicas),
+        "not_preferred": not offline and bool(replicas) and leader != replicas[0],
+    }
+    spans = [[label, f"pill {cls}"] for key, label, cls in PROBLEMS if has[key]]
     return spans or [["ok", "pill ok"]]
 
 
@@ -72,8 +86,9 @@ def replicas_html(replicas: list[int], isr: list[int], leader: int) -> str:
     return spans_html(replica_spans(replicas, isr, leader))
 
 
-def partition_change(change: dict, live: set) -> tuple[list[dict], Deltas]:
-    """Leader and ISR changes of one partition: events and the topic page's cells."""
+def partition_change(change: dict, live: set, min_isr: int = 1) -> tuple[list[dict], Deltas]:
+    """Leader and ISR changes of one partition: events and the topic page's cells.
+    ``min_isr``: the topic's min.insync.replicas, for the "under min ISR" badge."""
     t, p = change["topic"], change["partition"]
     old, new, replicas = change["old"], change["new"], change["replicas"]
     events: list[dict] = []
@@ -137,7 +152,12 @@ def partition_change(change: dict, live: set) -> tuple[list[dict], Deltas]:
     add(deltas, sub, f"{base}:epoch", fmt.cell(str(new["leader_epoch"]), new["leader_epoch"]))
     add(deltas, sub, f"{base}:isr", fmt.cell(fmt.ids(new["isr"])))
     add(deltas, sub, f"{base}:replicas", {"s": replica_spans(replicas, new["isr"], leader)})
-    add(deltas, sub, f"{base}:state", {"s": state_spans(leader, live, new["isr"], replicas)})
+    add(
+        deltas,
+        sub,
+        f"{base}:state",
+        {"s": state_spans(leader, live, new["isr"], replicas, min_isr)},
+    )
     for e in events:
         add(deltas, sub, event=e)
         add(deltas, "cluster", event=e)
@@ -227,9 +247,12 @@ HANDLERS = {
 }
 
 
-def for_change(change: dict, live: set) -> tuple[list[dict], Deltas]:
+def for_change(
+    change: dict, live: set, min_isr: dict[str, int] | None = None
+) -> tuple[list[dict], Deltas]:
+    """``min_isr``: min.insync.replicas per topic (the watcher's); 1 where unknown."""
     if change["kind"] == "partition_state":
-        return partition_change(change, live)
+        return partition_change(change, live, (min_isr or {}).get(change["topic"], 1))
     return HANDLERS[change["kind"]](change)
 
 

@@ -97,7 +97,7 @@ class Monitor:
         live = set(snap["brokers"])
         events, out = [], {}
         for change in batch:
-            e, d = D.for_change(change, live)
+            e, d = D.for_change(change, live, snap["min_isr"])
             events += e
             merge(out, d)
         summary = state.summarize(

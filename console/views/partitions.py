@@ -6,15 +6,10 @@ from __future__ import annotations
 
 from django.http import QueryDict
 
+from console.monitor.deltas import PROBLEMS
+
 PER_PAGE = 50
 PER_PAGE_CHOICES = (25, 50, 100, 200)
-# Worst first: the sort key of a partition is the first of these it has.
-PROBLEMS = (
-    ("offline", "offline", "err"),
-    ("under_min_isr", "under min ISR", "err"),
-    ("under_replicated", "under-replicated", "warn"),
-    ("not_preferred", "not on preferred leader", "warn"),
-)
 
 
 def min_isr_of(configs: list[dict]) -> int:
