@@ -107,19 +107,26 @@ async def topic_with_replicas(name: str, configs: dict | None = None) -> None:
     raise AssertionError("the topic's ISR never filled")
 
 
+def shrink_isr_to_leader(cluster, name: str) -> tuple[dict, int]:
+    """Write partition 0's state in ZooKeeper with its leader alone in the ISR, as a
+    leader does when its follower falls behind: (the new state, the follower left out)."""
+    path = f"/brokers/topics/{name}/partitions/0/state"
+    client = cluster.zk_client()
+    state = json.loads(client.get(path)[0])
+    follower = next(b for b in state["isr"] if b != state["leader"])
+    state["isr"] = [state["leader"]]
+    client.set(path, json.dumps(state).encode())
+    return state, follower
+
+
 async def test_a_zookeeper_isr_change_reaches_the_socket(live, monitor):
     name = f"live-{uuid.uuid4().hex[:6]}"
     await topic_with_replicas(name)
     comm, connected, _ = await connect(f"topic:{name},cluster")
     assert connected
     await comm.receive_json_from()  # hello
-    path = f"/brokers/topics/{name}/partitions/0/state"
-    client = live.zk_client()
-    state = json.loads(client.get(path)[0])
-    follower = next(b for b in state["isr"] if b != state["leader"])
-    state["isr"] = [state["leader"]]
     sent = time.monotonic()
-    client.set(path, json.dumps(state).encode())
+    state, follower = shrink_isr_to_leader(live, name)
     key = f"p:{name}:0:isr"
     data = await wait_for(comm, lambda d: key in d.get("set", {}))
     latency_ms = (time.monotonic() - sent) * 1000
@@ -140,11 +147,7 @@ async def test_an_isr_below_min_insync_replicas_is_labelled_live(live, monitor):
     comm, connected, _ = await connect(f"topic:{name}")
     assert connected
     await comm.receive_json_from()  # hello
-    path = f"/brokers/topics/{name}/partitions/0/state"
-    client = live.zk_client()
-    state = json.loads(client.get(path)[0])
-    state["isr"] = [state["leader"]]
-    client.set(path, json.dumps(state).encode())
+    shrink_isr_to_leader(live, name)
     key = f"p:{name}:0:state"
     data = await wait_for(comm, lambda d: key in d.get("set", {}))
     assert data["set"][key]["s"] == [
