@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_client import client_socket, secure, wire
+from cluster_client import client_socket, wire
+from quill_stack import secure
 from tests.security_helpers import sasl_listener_cluster
 
 pytestmark = pytest.mark.cluster
