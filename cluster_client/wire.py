@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from broker.protocol.framing import FrameDecoder
 from broker.protocol.messages import (
     RequestHeader,
     build,
@@ -40,7 +41,7 @@ LIST_OFFSETS_V, DESCRIBE_LOG_DIRS_V = 7, 4
 EARLIEST, LATEST = -2, -1
 CONSUMER, DEBUGGING = -1, -2  # Kafka's replica ids: a consumer, an operator's debug tool
 TIMEOUT_S = 5.0
-_SIZE = struct.Struct(">i")
+_INT32 = struct.Struct(">i")
 _CORRELATION_AT = 8  # size i32, api key i16, api version i16, correlation id i32
 FRAME_CACHE_SIZE = 64
 
@@ -92,15 +93,12 @@ class BrokerSocket:
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
 
-    def _recv(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            chunk = self.sock.recv(min(left, 1 << 20))
-            if not chunk:
-                raise ConnectionError(f"broker {self.address} closed the connection")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+    def _read_frame(self) -> bytes:
+        """The next answer's frame, through protocol.framing (no byte read past it)."""
+        try:
+            return FrameDecoder().pull(self.sock.recv)
+        except EOFError:
+            raise ConnectionError(f"broker {self.address} closed the connection") from None
 
     def pipeline(self, calls: list[Call]) -> list[Any]:
         """Send every call, then read every answer (in order, as Kafka guarantees per
@@ -115,12 +113,11 @@ class BrokerSocket:
                 for call in calls:
                     frame = bytearray(call.frame)
                     ids.append(next(self.ids) & 0x7FFFFFFF)
-                    _SIZE.pack_into(frame, _CORRELATION_AT, ids[-1])
+                    _INT32.pack_into(frame, _CORRELATION_AT, ids[-1])
                     self.sock.sendall(frame)
                 answers = []
                 for call, cid in zip(calls, ids, strict=True):
-                    size = _SIZE.unpack(self._recv(4))[0]
-                    got, response = parse_response(call.api_key, call.version, self._recv(size))
+                    got, response = parse_response(call.api_key, call.version, self._read_frame())
                     if got != cid:
                         raise ConnectionError(f"correlation id {got} is not {cid}")
                     answers.append(response if call.decode is None else call.decode(response))
