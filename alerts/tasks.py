@@ -19,6 +19,8 @@ import time
 
 from alerts import webhook
 from alerts.models import FIRING, RESOLVED, AlertEvent, AlertRule
+from cluster_client import admin
+from livefeed import history
 from workers.celery import app
 
 log = logging.getLogger(__name__)
@@ -28,8 +30,6 @@ WEBHOOK_TIMEOUT_S = 5.0
 
 
 def _groups() -> list[str]:
-    from cluster_client import admin
-
     return [g["group_id"] for g in admin.list_groups()]
 
 
@@ -105,8 +105,6 @@ def notify(event: AlertEvent) -> dict:
 
 
 def evaluate_rule(rule: AlertRule, groups: list[str], now: float) -> list[AlertEvent]:
-    from livefeed import history
-
     made = []
     for gid in groups:
         if not fnmatch.fnmatchcase(gid, rule.group):

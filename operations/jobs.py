@@ -30,9 +30,12 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.db.models import F, Q
 from django.utils import timezone
 
+from livefeed.groups import channel_group, message
 from operations.models import (
     ACTIVE,
     CANCELLED,
@@ -84,11 +87,6 @@ def publish(op: Operation, refresh: bool = False) -> None:
     """Send the record to the pages watching it; a channel layer that is down only
     costs the live view. `refresh` (a job starts or ends) makes the pages fetch
     themselves again (new rows in the list, the result on the detail page)."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
-    from livefeed.groups import channel_group, message
-
     layer = get_channel_layer()
     if layer is None:
         return
