@@ -93,18 +93,18 @@ def test_old_layout_rows_survive_the_move(tmp_path):
             "INSERT INTO console_operation (id, kind, params, username, source, state,"
             " progress, steps, checkpoint, error, cancel_requested, pause_requested,"
             " lease_owner, attempts, created, updated) VALUES (41, 'reassign',"
-            ' \'{"throttle": 1000}\', \'ops\', \'api\', \'succeeded\', \'{"percent": 100.0}\','
+            " '{\"throttle\": 1000}', 'ops', 'api', 'succeeded', '{\"percent\": 100.0}',"
             " '[]', '{}', '', 0, 0, '', 1, '2026-11-20 10:00:00', '2026-11-20 10:05:00')"
         )
         conn.execute(
-            "INSERT INTO console_alertrule (id, name, \"group\", statuses, max_lag_ms,"
+            'INSERT INTO console_alertrule (id, name, "group", statuses, max_lag_ms,'
             " webhook_url, emails, enabled, created) VALUES (7, 'orders lag', 'orders-*',"
-            ' \'["ERR"]\', 60000, \'\', \'["ops@example.com"]\', 1, \'2026-11-20 10:00:00\')'
+            " '[\"ERR\"]', 60000, '', '[\"ops@example.com\"]', 1, '2026-11-20 10:00:00')"
         )
         conn.execute(
             "INSERT INTO console_alertevent (id, rule_id, group_id, kind, status, lag,"
             " lag_ms, partitions, reason, delivered, at) VALUES (9, 7, 'orders-1', 'firing',"
-            " 'ERR', 1234, 70000, '[{\"topic\": \"orders\", \"partition\": 0}]',"
+            ' \'ERR\', 1234, 70000, \'[{"topic": "orders", "partition": 0}]\','
             " 'status ERR', '{}', '2026-11-20 10:01:00')"
         )
     assert set(old_types) == {"operation", "alertrule", "alertevent"}
@@ -120,9 +120,23 @@ def test_old_layout_rows_survive_the_move(tmp_path):
     assert schema(db) == before
 
     rows = json.loads(manage(tmp_path, "shell", "-c", READ_BACK).strip().splitlines()[-1])
-    assert rows["op"] == [41, "reassign", "succeeded", {"throttle": 1000}, {"percent": 100.0}, "ops"]
+    assert rows["op"] == [
+        41,
+        "reassign",
+        "succeeded",
+        {"throttle": 1000},
+        {"percent": 100.0},
+        "ops",
+    ]
     assert rows["rule"] == [7, "orders lag", "orders-*", ["ERR"], 60000, ["ops@example.com"]]
-    assert rows["event"] == [9, 7, "orders-1", "firing", 1234, [{"topic": "orders", "partition": 0}]]
+    assert rows["event"] == [
+        9,
+        7,
+        "orders-1",
+        "firing",
+        1234,
+        [{"topic": "orders", "partition": 0}],
+    ]
     assert rows["events_of_rule"] == [9]
     # the content types moved with the models (permissions keep pointing at them)
     assert rows["types"] == [
@@ -141,3 +155,22 @@ def test_old_layout_rows_survive_the_move(tmp_path):
 
     # and a second migrate has nothing left to do
     assert "No migrations to apply" in manage(tmp_path, "migrate", "--no-input")
+
+
+# Task names and job kinds as main had them before the move: messages queued, beat
+# entries and Operation.kind values written then must still find their code.
+TASKS_BEFORE = {"quill.ping", "quill.operation.run", "quill.operation.scan_orphans"}
+TASKS_BEFORE |= {"quill.alerts.evaluate"}
+KINDS_BEFORE = {"reassign", "rebalance", "elect-leaders", "compact", "rolling-restart"}
+KINDS_BEFORE |= {"decommission"}
+
+
+def test_task_names_and_job_kinds_are_the_ones_stored_before():
+    from operations import jobs
+    from operations.models import KINDS
+    from workers.celery import app
+
+    app.loader.import_default_modules()  # what `celery -A workers worker` imports
+    assert TASKS_BEFORE <= set(app.tasks)
+    assert {entry["task"] for entry in app.conf.beat_schedule.values()} <= set(app.tasks)
+    assert set(KINDS) == KINDS_BEFORE == set(jobs.RUNNERS)
