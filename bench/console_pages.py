@@ -49,7 +49,7 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int, rf: int) -
 
 
 def wait_for_leaders(topics: list[str], partitions: int, timeout_s: float = 600) -> None:
-    from console.cluster import zk
+    from cluster_client import zk
 
     deadline = time.monotonic() + timeout_s
     parts = [(t, p) for t in topics for p in range(partitions)]
@@ -64,9 +64,9 @@ def wait_for_leaders(topics: list[str], partitions: int, timeout_s: float = 600)
 
 def warm_up(timeout_s: float = 600) -> None:
     """The first page that sees QUILL_WATCH_FROM_PARTITIONS partitions starts the
-    console's ZooKeeper watches (console/cluster/picture.py); wait until they are
+    console's ZooKeeper watches (cluster_client/picture.py); wait until they are
     complete, and say how long that took (the cold start after a console restart)."""
-    from console.cluster import picture, state
+    from cluster_client import picture, state
 
     started = time.monotonic()
     summary = state.overview()
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
                 profiler = cProfile.Profile()
         if args.profile:
             Path(args.profile).write_text("profiles printed above\n")
-        from console.cluster import zk
+        from cluster_client import zk
 
         zk.reset()  # before ZooKeeper stops: the watches' reads would retry forever
     return 0

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
         from django.http import QueryDict
         from django.template.loader import render_to_string
 
-        from console.cluster import admin, state, zk
+        from cluster_client import admin, state, zk
         from console.views.partitions import partition_page
 
         path = f"/topics/{topic}/"

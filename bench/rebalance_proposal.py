@@ -4,7 +4,7 @@ its result is.
     python bench/rebalance_proposal.py [--partitions 10000] [--rf 3] [--brokers 6]
                                        [--racks 3] [--seed 1] [--json out.json]
 
-No cluster: the proposer is pure (workers/planner). The starting assignment is the
+No cluster: the proposer is pure (operations/planner). The starting assignment is the
 worst everyday case, brokers added to a full cluster: every partition's replicas on the
 first brokers - 2 (racks honoured), partition sizes random between 1 MB and 100 MB. The
 proposal then balances onto all brokers. Prints the time (best of 3) and the balance
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workers.planner import describe, propose  # noqa: E402
+from operations.planner import describe, propose  # noqa: E402
 
 
 def starting_point(partitions: int, rf: int, brokers: int, racks: int, seed: int):

@@ -85,7 +85,3 @@ class ApiToken(models.Model):
     @classmethod
     def lookup(cls, raw: str) -> ApiToken | None:
         return cls.objects.select_related("user").filter(key_hash=hash_token(raw)).first()
-
-
-from console.alerts.models import AlertEvent, AlertRule  # noqa: E402, F401  (lag alerts)
-from console.operations.models import Operation  # noqa: E402, F401  (operations' job record)

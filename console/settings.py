@@ -12,8 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from broker.zk.security import credentials_from_env
+from cluster_client.client_security import librdkafka_config
 from console.channel_layer import channel_layers
-from quill_stack.client_security import librdkafka_config
 from quill_stack.redis_auth import redis_url_from_env
 from quill_stack.state import private_dir, private_file
 
@@ -75,12 +75,12 @@ QUILL_ZOOKEEPER_CREDENTIALS = credentials_from_env()
 # QUILL_REDIS_PASSWORD put in (quill_stack/redis_auth.py); Celery prints it masked.
 QUILL_REDIS_URL = redis_url_from_env()
 # Alert webhooks go to public addresses only; these networks (CIDRs, e.g.
-# "10.0.0.0/8,127.0.0.1/32") are allowed too: an admin's choice (console.alerts.webhook).
+# "10.0.0.0/8,127.0.0.1/32") are allowed too: an admin's choice (alerts.webhook).
 QUILL_WEBHOOK_ALLOWED_NETWORKS = env_list("QUILL_WEBHOOK_ALLOWED_NETWORKS", "")
 # The most partitions a topic may get from the console or its API (create or grow).
 QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 # From this many partitions the console's pages read leaders and ISRs from ZooKeeper
-# watches it keeps (console/cluster/picture.py) instead of reading every partition's
+# watches it keeps (cluster_client/picture.py) instead of reading every partition's
 # state znode per page load (10,000 reads: seconds). Smaller clusters read afresh.
 QUILL_WATCH_FROM_PARTITIONS = int(env("QUILL_WATCH_FROM_PARTITIONS", "500"))
 
@@ -105,6 +105,8 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "console",
+    "operations",  # long cluster jobs: records, job kinds, Celery tasks
+    "alerts",  # lag alert rules and events, their Celery beat task
 ]
 
 MIDDLEWARE = [

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from quill_stack.client_security import librdkafka_config
+from cluster_client.client_security import librdkafka_config
 
 EARLIEST = -2  # Kafka's ListOffsets sentinels, as Spark's JSON offsets use them
 LATEST = -1

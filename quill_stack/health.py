@@ -17,6 +17,7 @@ import sys
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from pathlib import Path
 
+from broker.protocol.framing import encode_frame
 from quill_stack.redis_auth import password_from_env, with_password
 
 Health = tuple[bool, str]
@@ -87,7 +88,7 @@ def redis(host: str, port: int, timeout: float = 2.0, password: str | None = Non
 def api_versions_request(correlation_id: int, client_id: bytes = b"quill-health") -> bytes:
     """ApiVersions v0: int16 api_key, int16 version, int32 correlation id, client id."""
     body = struct.pack(">hhih", API_VERSIONS_KEY, 0, correlation_id, len(client_id)) + client_id
-    return struct.pack(">i", len(body)) + body
+    return encode_frame(body)
 
 
 def api_versions(host: str, port: int, timeout: float = 2.0, ca: str | None = None) -> Health:

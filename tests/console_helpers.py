@@ -34,8 +34,8 @@ def console_cluster(cluster_factory):
 
 
 def point_console_at(settings, cluster, redis_server) -> None:
+    from cluster_client import zk
     from console.channel_layer import channel_layers
-    from console.cluster import zk
 
     settings.QUILL_BOOTSTRAP_SERVERS = cluster.bootstrap
     settings.QUILL_ZOOKEEPER_CONNECT = cluster.zk_connect
@@ -49,7 +49,7 @@ def console(settings, console_cluster, redis_server, db):
     """The console pointed at the module's cluster; `.cluster`, `.login(role)`."""
     point_console_at(settings, console_cluster, redis_server)
     yield SimpleNamespace(cluster=console_cluster, login=make_login, user=make_user)
-    from console.cluster import zk
+    from cluster_client import zk
 
     zk.reset()
 

@@ -28,9 +28,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from operations.restart.docker import DockerDriver
 from quill_stack import ports
 from quill_stack.services import PROJECT_ROOT
-from workers.restart.docker import DockerDriver
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 

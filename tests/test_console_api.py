@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from console.cluster import admin, zk
+from cluster_client import admin, zk
 from console.models import ApiToken, AuditEntry
 
 pytest_plugins = ["tests.console_helpers"]

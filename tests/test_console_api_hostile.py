@@ -203,7 +203,7 @@ def test_quill_topics_refuses_changes_to_protected_topics(console_cluster, keepe
 
 
 def _throwaway_topics(count: int) -> list[str]:
-    from console.cluster import admin
+    from cluster_client import admin
 
     names = [unique("fuzz") for _ in range(count)]
     for name in names:
@@ -212,7 +212,7 @@ def _throwaway_topics(count: int) -> list[str]:
 
 
 def _throwaway_groups(count: int) -> list[str]:
-    from console.cluster import admin
+    from cluster_client import admin
 
     (topic,) = _throwaway_topics(1)
     groups = [unique("fuzz-group") for _ in range(count)]

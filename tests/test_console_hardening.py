@@ -122,8 +122,8 @@ def test_quota_answers_and_audit_show_no_scram_material(console, admin_client):
 
 
 def test_the_event_feed_shows_mechanisms_and_iterations_only(console):
-    from console.live import history
     from console.monitor import deltas
+    from livefeed import history
 
     stored = "salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=8192"
     change = {"kind": "config_change", "ts": 1, "entity": "users/bob"}
@@ -170,7 +170,7 @@ def test_any_group_id_lists_routes_and_renders(console, odd_groups):
 
 
 def test_a_forged_lag_series_stays_data(console, odd_groups):
-    from console.live import history
+    from livefeed import history
 
     group = ODD_GROUPS[0]
     payload = "</script><script>window.pwned=1</script><img src=x onerror=alert(1)>"
@@ -213,7 +213,7 @@ def test_webhooks_to_internal_or_malformed_urls_are_refused(console, url):
     assert response.status_code == 400, (url, response.status_code, response.content)
     assert "webhook_url" in response.json()["errors"]
     assert response.json()["detail"].endswith(".")
-    from console.alerts.models import AlertRule
+    from alerts.models import AlertRule
 
     assert not AlertRule.objects.filter(webhook_url=url).exists()
 
@@ -252,9 +252,9 @@ def test_one_bad_rule_never_stops_the_others(console, settings, odd_groups, hook
     """A rule saved before the checks (a space in its URL, a loopback port) fails its own
     delivery; the rule after it in the run still fires and delivers. Viewers see
     delivered/failed, admins the detail."""
-    from console.alerts.models import AlertEvent, AlertRule
-    from console.live import history
-    from workers import alerts
+    from alerts import tasks as alerts
+    from alerts.models import AlertEvent, AlertRule
+    from livefeed import history
 
     url, received = hook
     group = ODD_GROUPS[4]

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from console.cluster import admin, zk
+from cluster_client import admin, zk
 from console.roles import VIEWER, set_role
 
 pytest_plugins = ["tests.console_helpers"]

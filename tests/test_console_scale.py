@@ -46,7 +46,7 @@ def wide(scale_cluster):
 
 @pytest.fixture
 def console(settings, scale_cluster, redis_server, db):
-    from console.cluster import zk
+    from cluster_client import zk
 
     point_console_at(settings, scale_cluster, redis_server)
     yield settings
@@ -287,7 +287,7 @@ def test_cluster_default_config_reaches_every_broker(console, scale_cluster):
     ],
 )
 def test_bad_broker_configs_are_refused_and_nothing_is_written(console, scale_cluster, text, words):
-    from console.cluster import zk
+    from cluster_client import zk
     from console.models import AuditEntry
 
     client = login("admin")
@@ -310,7 +310,7 @@ def test_only_admins_change_broker_configs(console):
             "/brokers/1/configs/change", {"configs": "num.replica.fetchers=2", "step": "apply"}
         )
         assert answer.status_code == 403
-    from console.cluster import zk
+    from cluster_client import zk
 
     assert zk.entity_config("brokers/1") == {}
 
@@ -336,7 +336,7 @@ def test_search_finds_topics_groups_and_brokers(console, scale_cluster, wide):
 
 
 def test_big_clusters_read_from_watches_and_agree_with_fresh_reads(console, scale_cluster, wide):
-    from console.cluster import picture, state
+    from cluster_client import picture, state
 
     fresh = state.overview()
     assert picture.snapshot() is None  # 100-odd partitions: read afresh

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from console.cluster import admin, zk
-from console.operations.models import Operation
+from cluster_client import admin, zk
+from operations.models import Operation
 from tests.ops_helpers import state, unique
 from tests.wait_helpers import wait_until
 
@@ -79,7 +79,7 @@ def _group_reset_and_messages_answer(client, gid: str, topic: str) -> None:
 
 
 def _elect_every_partition(console) -> Operation:
-    from workers import jobs, kinds  # noqa: F401 - kinds registers the runners
+    from operations import jobs, kinds  # noqa: F401 - kinds registers the runners
 
     op = Operation.objects.create(kind="elect-leaders", params={}, username="t")
     assert jobs.run(op.id) == "succeeded"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from cluster_client.errors import OpError
 from console import fmt
-from console.errors import OpError
-from console.live.groups import channel_group
 from console.monitor import burrow, deltas
 from console.ops import messages, quotas, validation
+from livefeed.groups import channel_group
 
 
 @pytest.mark.parametrize("name", ["orders", "a.b_c-1", "x" * 249])

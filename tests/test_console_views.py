@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from console.cluster import admin, zk
-from console.live import history
+from cluster_client import admin, zk
 from console.models import AuditEntry
+from livefeed import history
 
 pytest_plugins = ["tests.console_helpers"]
 

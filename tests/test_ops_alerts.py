@@ -25,7 +25,7 @@ def alert_stack(cluster_factory, redis_server, tmp_path_factory):
     cluster = cluster_factory(1)
     redis_url = redis_server.url.rsplit("/", 1)[0] + "/6"
     # the test's webhook listens on loopback, which alert webhooks may call only when an
-    # admin allows it (console.alerts.webhook)
+    # admin allows it (alerts.webhook)
     allow = {"QUILL_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32"}
     state = tmp_path_factory.mktemp("alerts")
     with running_stack(cluster, redis_url, state, True, allow) as stack:

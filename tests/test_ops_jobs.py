@@ -337,7 +337,7 @@ def test_pause_holds_the_job_and_resume_finishes_it(ops_stack):
 ORPHAN_SCRIPT = """
 from datetime import timedelta
 from django.utils import timezone
-from console.operations.models import Operation
+from operations.models import Operation
 op = Operation.objects.create(kind="lost-message", username="tests", source="api")
 Operation.objects.filter(id=op.id).update(created=timezone.now() - timedelta(hours=1))
 print(op.id)

@@ -5,7 +5,7 @@ and starts and refusals reach the audit log. The worker side is in test_ops_jobs
 from __future__ import annotations
 
 from console.models import AuditEntry
-from console.operations.models import Operation
+from operations.models import Operation
 
 pytest_plugins = ["tests.console_helpers"]
 

@@ -1,4 +1,4 @@
-"""The goal-based proposer (workers.planner) on plain data: its goals hold, it moves
+"""The goal-based proposer (operations.planner) on plain data: its goals hold, it moves
 only what it must, and it refuses input it cannot meet."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from workers.planner import PlanError, describe, propose
+from operations.planner import PlanError, describe, propose
 
 
 def counts(target, position=None):

@@ -198,7 +198,7 @@ def test_default_user_quota_outranks_a_client_id_quota(broker, wire):
 
 def test_quota_written_by_the_console_is_enforced(broker, wire, settings):
     """The console's own ZooKeeper write (znode + notification in one transaction)."""
-    from console.cluster import zk as console_zk
+    from cluster_client import zk as console_zk
 
     settings.QUILL_ZOOKEEPER_CONNECT = broker.zk_connect
     client = f"console-{uuid.uuid4().hex[:6]}"

@@ -299,7 +299,7 @@ def test_the_jwks_is_refreshed_in_the_background_and_kept_when_a_fetch_fails(tmp
 def test_a_java_oauthbearer_client_file_becomes_librdkafka_config(tmp_path):
     from confluent_kafka import Producer
 
-    from quill_stack import client_security
+    from cluster_client import client_security
 
     path = tmp_path / "client.properties"
     path.write_text(

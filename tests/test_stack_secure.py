@@ -26,8 +26,9 @@ from broker.cli.common import read_properties_file
 from broker.security.jaas import parse_jaas_file
 from broker.server.config import BrokerConfig
 from broker.zk.security import ZkCredentials, read_client_credentials, zk_client
+from cluster_client import client_security
 from pipeline.options import parse_source_options
-from quill_stack import client_security, secure, tls
+from quill_stack import secure, tls
 from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT, ConfigError, StackConfig, build_stack
 from quill_stack.state import write_private

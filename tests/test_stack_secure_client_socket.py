@@ -1,5 +1,5 @@
-"""The console's protocol socket (console/cluster/wire.py through
-quill_stack.client_socket) on a real broker's SASL_PLAINTEXT listener: the SCRAM-SHA-512
+"""The console's protocol socket (cluster_client/wire.py through
+cluster_client.client_socket) on a real broker's SASL_PLAINTEXT listener: the SCRAM-SHA-512
 credentials that `python -m quill_stack.secure users` writes for the stack's admin log in,
 ListOffsets then answers as on the plaintext listener; PLAIN works too; a wrong password
 and a mechanism the listener does not offer are refused with the broker's words. The
@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from console.cluster import wire
-from quill_stack import client_socket, secure
+from cluster_client import client_socket, wire
+from quill_stack import secure
 from tests.security_helpers import sasl_listener_cluster
 
 pytestmark = pytest.mark.cluster

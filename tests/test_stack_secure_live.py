@@ -29,7 +29,8 @@ from broker.cli.common import read_properties_file
 from broker.security.scram_credentials import ScramCredential
 from broker.zk.client import KafkaZkClient
 from broker.zk.security import ZkCredentials, zk_client
-from quill_stack import client_socket, health, ports
+from cluster_client import client_socket
+from quill_stack import health, ports
 from quill_stack import secure as secure_stack
 from quill_stack.redis_auth import with_password
 from quill_stack.services import WORKER_NODE

@@ -233,11 +233,11 @@ def test_migration_tool_wants_a_login_and_has_help(secured_zookeeper):
 
 
 def test_the_console_and_workers_write_with_the_same_policy(secured, secured_zookeeper, settings):
-    """console.cluster.zk (the console's quotas, the workers' compaction requests) logs
+    """cluster_client.zk (the console's quotas, the workers' compaction requests) logs
     in as the brokers' principal and creates znodes with Kafka's ACLs; without a login
     it gets no session at all."""
-    from console.cluster import zk as console_zk
-    from console.errors import ClusterUnavailable
+    from cluster_client import zk as console_zk
+    from cluster_client.errors import ClusterUnavailable
 
     settings.QUILL_ZOOKEEPER_CONNECT = secured.zk_connect
     settings.QUILL_ZOOKEEPER_CREDENTIALS = secured_zookeeper.credentials
@@ -246,7 +246,7 @@ def test_the_console_and_workers_write_with_the_same_policy(secured, secured_zoo
         console_zk.set_entity_config("users/carol", {"producer_byte_rate": "1024"})
         console_zk.set_entity_config("clients/app", {"producer_byte_rate": "1024"})
         client = console_zk.client()
-        client.create("/admin/compact/orders", b"{}", makepath=True)  # as workers/kinds/compact
+        client.create("/admin/compact/orders", b"{}", makepath=True)  # as operations/kinds/compact
     finally:
         console_zk.reset()
     zk = secured.zk_client()

@@ -1,4 +1,5 @@
-"""Celery workers for operations jobs (reassignment, compaction triggers, rolling ops)."""
+"""The Celery worker process (`celery -A workers worker -B`): the app, its beat schedule
+and quill.ping. The tasks it runs live with their apps (operations.tasks, alerts.tasks)."""
 
 from workers.celery import app
 

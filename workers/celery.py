@@ -1,5 +1,11 @@
 """The Celery app: Redis as transport and result backend, settings from Django's
-(`CELERY_*` in console/settings.py, which reads QUILL_REDIS_URL)."""
+(`CELERY_*` in console/settings.py, which reads QUILL_REDIS_URL).
+
+The worker process is this app; the tasks it runs live with the apps that own their
+records (operations.tasks, alerts.tasks), named by their stable task names
+(quill.operation.run, quill.operation.scan_orphans, quill.alerts.evaluate) so messages
+queued and beat entries written before a move still find them.
+"""
 
 import os
 
@@ -9,10 +15,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 ORPHAN_SCAN_S = 15  # how often beat has a worker take up operations no worker holds
 
-app = Celery("quill", include=["workers.tasks", "workers.alerts"])
+app = Celery("quill", include=["workers.tasks", "operations.tasks", "alerts.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Celery beat (the worker runs it embedded, -B): lag alert rules every 10 s, and the
-# scan for orphaned operations (workers.tasks.scan_orphans); a scan no worker picked up
+# scan for orphaned operations (operations.tasks.scan_orphans); a scan no worker picked up
 # before the next one is due is dropped rather than queued behind it.
 app.conf.beat_schedule = {
     "lag-alerts": {"task": "quill.alerts.evaluate", "schedule": 10.0},

@@ -10,7 +10,7 @@ asks a ``recv(n)`` callable for exactly the bytes the next frame still needs, so
 byte of a later answer is read ahead (a socket can be handed on between readers).
 
 The broker's request loop (broker.server.network), the broker's own client
-(broker.client.connection) and the blocking sockets (quill_stack.client_socket, the
+(broker.client.connection) and the blocking sockets (cluster_client.client_socket, the
 console's wire) share it.
 """
 

@@ -13,7 +13,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
-from console.errors import OpError
+from cluster_client.errors import OpError
 from console.models import ApiToken
 from console.roles import VIEWER, has_role, role_required
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ninja import Router, Schema, Status
 from pydantic import Field
 
-from console.alerts import service
-from console.alerts.models import AlertRule
+from alerts import service
+from alerts.models import AlertRule
 from console.api.common import actor, viewer
 from console.roles import ADMIN, has_role
 

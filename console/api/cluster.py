@@ -6,14 +6,14 @@ from __future__ import annotations
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from cluster_client import state, zk
 from console import audit
 from console.api.common import actor, viewer
-from console.cluster import state, zk
-from console.live import history
 from console.ops import messages as message_ops
 from console.ops import quotas as quota_ops
 from console.ops import validation
 from console.roles import role_of
+from livefeed import history
 
 router = Router(tags=["cluster"])
 

@@ -10,9 +10,9 @@ from pydantic import Field
 
 from console import converters  # noqa: F401 - registers {kname:...}
 from console.api.common import actor, viewer
-from console.live import history
 from console.ops import groups as group_ops
 from console.ops import validation
+from livefeed import history
 
 router = Router(tags=["consumer groups"])
 

@@ -9,8 +9,8 @@ from ninja import Router, Schema, Status
 from pydantic import Field
 
 from console.api.common import actor, viewer
-from console.operations import service
-from console.operations.models import Operation
+from operations import service
+from operations.models import Operation
 
 router = Router(tags=["operations"])
 

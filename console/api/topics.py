@@ -6,8 +6,8 @@ from __future__ import annotations
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from cluster_client import admin, state
 from console.api.common import actor, viewer
-from console.cluster import admin, state
 from console.ops import topics as topic_ops
 
 router = Router(tags=["topics"])

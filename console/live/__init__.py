@@ -1,3 +1,2 @@
-"""The live path: channel group names and delta messages (groups), the Redis history
-the monitor keeps (history), and the websocket consumer browsers subscribe with
-(consumers)."""
+"""The websocket side of the live feed (livefeed): the consumer browsers subscribe with
+(consumers) and the message tail it streams (tail)."""

@@ -16,10 +16,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from console.errors import OpError
+from cluster_client.errors import OpError
 from console.live import tail as live_tail
-from console.live.groups import channel_group
 from console.roles import VIEWER, has_role
+from livefeed.groups import channel_group
 
 MAX_SUBS = 20
 

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from django.conf import settings
 
+from cluster_client.admin import RDKAFKA_LOG
+from cluster_client.errors import OpError
 from console import fmt
-from console.cluster.admin import RDKAFKA_LOG
-from console.errors import OpError
 from console.ops import messages as message_ops
 from console.ops import validation
 

@@ -4,7 +4,7 @@ mechanism's iterations, as new entries are."""
 
 from django.db import migrations
 
-from console.cluster import redact
+from cluster_client import redact
 
 
 def scrub(apps, schema_editor):

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.live import history
-from console.live.groups import broker_sub
 from console.monitor import deltas as D
+from livefeed import history
+from livefeed.groups import broker_sub
 
 log = logging.getLogger("console.monitor")
 SCRAPE_TIMEOUT_S = 0.8

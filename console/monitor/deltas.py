@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.utils.html import escape
 
+from cluster_client import redact
 from console import fmt
-from console.cluster import redact
-from console.live.groups import topic_sub
+from livefeed.groups import topic_sub
 
 Deltas = dict[str, dict]  # subscription -> {"set": {...}, "events": [...], "refresh": bool}
 

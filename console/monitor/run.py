@@ -14,13 +14,13 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from broker.zk.security import zk_client
-from console.cluster import state
-from console.live import history
-from console.live.groups import channel_group, message
+from cluster_client import state
+from cluster_client.watcher import ClusterWatcher
 from console.monitor import deltas as D
 from console.monitor.brokers import BrokerMetricsSampler
 from console.monitor.sampler import GroupSampler, OffsetSampler
-from console.monitor.watcher import ClusterWatcher
+from livefeed import history
+from livefeed.groups import channel_group, message
 
 log = logging.getLogger("console.monitor")
 STATUS_TTL_S = 60

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 from collections import deque
 
+from cluster_client import admin, records, state
+from cluster_client.errors import OpError
 from console import fmt
-from console.cluster import admin, records, state
-from console.errors import OpError
-from console.live.groups import group_sub, topic_sub
 from console.monitor import burrow
 from console.monitor.deltas import Deltas, add
+from livefeed.groups import group_sub, topic_sub
 
 log = logging.getLogger(__name__)
 RATE_WINDOW_S = 10.0

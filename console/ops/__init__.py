@@ -1,13 +1,13 @@
 """Every change the console can make, shared by the UI and the API: check the role,
 validate the input (OpError with field errors, nothing sent to the cluster), apply it
-through console.cluster, and write the audit log (who, what, before, after)."""
+through cluster_client, and write the audit log (who, what, before, after)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cluster_client.errors import OpError
 from console import audit
-from console.errors import OpError
 from console.roles import has_role
 
 

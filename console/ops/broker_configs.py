@@ -6,9 +6,9 @@ mark them read-only in DescribeConfigs."""
 
 from __future__ import annotations
 
+from cluster_client import admin, wire, zk
+from cluster_client.errors import ClusterUnavailable, OpError
 from console import units
-from console.cluster import admin, wire, zk
-from console.errors import ClusterUnavailable, OpError
 from console.ops import Actor
 from console.roles import ADMIN
 

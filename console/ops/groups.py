@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from console.cluster import admin, records, zk
-from console.errors import NotFound, OpError
-from console.live import history
+from cluster_client import admin, records, zk
+from cluster_client.errors import NotFound, OpError
 from console.ops import Actor, validation
 from console.ops.messages import parse_when
 from console.roles import ADMIN, OPERATOR
+from livefeed import history
 
 STRATEGIES = ("earliest", "latest", "timestamp", "offset", "shift")
 ACTIVE_STATES = {"Stable", "PreparingRebalance", "CompletingRebalance"}

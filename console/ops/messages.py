@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from console.cluster import admin, records, zk
-from console.errors import OpError
+from cluster_client import admin, records, zk
+from cluster_client.errors import OpError
 from console.ops import Actor, validation
 from console.roles import OPERATOR
 

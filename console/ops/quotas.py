@@ -7,8 +7,8 @@ from __future__ import annotations
 from urllib.parse import quote, unquote
 
 from broker.zk.znodes import ConfigEntityZNode
-from console.cluster import redact, zk
-from console.errors import NotFound, OpError
+from cluster_client import redact, zk
+from cluster_client.errors import NotFound, OpError
 from console.ops import Actor, validation
 from console.roles import OPERATOR
 

@@ -1,11 +1,11 @@
 """SCRAM users and ACLs (admin role only, reads too): input checked before anything is
-sent, changes made through the Kafka protocol (console.cluster.security) and audited.
+sent, changes made through the Kafka protocol (cluster_client.security) and audited.
 A password never reaches the audit log: only the mechanism and iterations do."""
 
 from __future__ import annotations
 
-from console.cluster import security as cluster
-from console.errors import OpError
+from cluster_client import security as cluster
+from cluster_client.errors import OpError
 from console.ops import Actor
 from console.ops.validation import whole
 from console.roles import ADMIN

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from broker.protocol.internal_topics import PROTECTED_TOPICS, refusal
-from console.cluster import admin, zk
-from console.errors import NotFound, OpError
+from cluster_client import admin, zk
+from cluster_client.errors import NotFound, OpError
 from console.ops import Actor, validation
 from console.roles import ADMIN, OPERATOR
 

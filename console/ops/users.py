@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
-from console.errors import NotFound, OpError
+from cluster_client.errors import NotFound, OpError
 from console.models import ApiToken
 from console.ops import Actor
 from console.roles import ADMIN, ROLES, role_of, set_role

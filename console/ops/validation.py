@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from console.errors import OpError
+from cluster_client.errors import OpError
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 MAX_PARTITIONS = 10_000  # a topic's partitions, unless settings.QUILL_MAX_PARTITIONS says

@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from console.cluster import zk
-from console.errors import OpError
+from cluster_client import zk
+from cluster_client.errors import OpError
 from console.ops import broker_configs as ops
 from console.ops import validation
 from console.roles import VIEWER, role_required

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from console.cluster import state
-from console.errors import OpError
-from console.live import history
-from console.live.groups import broker_sub
+from cluster_client import state
+from cluster_client.errors import OpError
 from console.monitor.brokers import metrics_port
 from console.roles import VIEWER, role_required
 from console.views.common import page, unavailable
+from livefeed import history
+from livefeed.groups import broker_sub
 
 CHARTS = (  # (series name, title)
     ("bytes_in", "Bytes in /s"),

@@ -8,12 +8,12 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 
-from console.cluster import state, zk
-from console.errors import OpError
-from console.live import history
+from cluster_client import state, zk
+from cluster_client.errors import OpError
 from console.roles import VIEWER, role_required
 from console.views.brokers import CLUSTER_CHARTS, chart_context
 from console.views.common import page, unavailable
+from livefeed import history
 
 
 @role_required(VIEWER)

@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from console.errors import ClusterUnavailable, OpError
+from cluster_client.errors import ClusterUnavailable, OpError
 from console.ops import Actor
 
 

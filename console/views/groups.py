@@ -8,13 +8,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from console.alerts import service as alert_service
-from console.errors import NotFound, OpError
-from console.live import groups as live_groups
-from console.live import history
+from alerts import service as alert_service
+from cluster_client.errors import NotFound, OpError
 from console.ops import groups as group_ops
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
+from livefeed import groups as live_groups
+from livefeed import history
 
 
 @role_required(VIEWER)

@@ -6,12 +6,12 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_POST
 
-from console.cluster import zk
-from console.errors import OpError
-from console.live import groups as live_groups
+from cluster_client import zk
+from cluster_client.errors import OpError
 from console.ops import messages as message_ops
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page
+from livefeed import groups as live_groups
 
 
 @role_required(VIEWER)

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, exposition, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from console.live import history
+from livefeed import history
 
 # the names this endpoint serves (tests check the dashboard's queries against them)
 CONSOLE_METRIC_NAMES = ("kafka_consumergroup_lag", "kafka_consumergroup_members")

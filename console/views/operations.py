@@ -11,11 +11,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from console.errors import OpError
-from console.operations import service
-from console.operations.models import Operation
+from cluster_client.errors import OpError
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, back, page
+from operations import service
+from operations.models import Operation
 
 INT_FIELDS = ("throttle", "max_moves_per_broker", "replication_factor", "broker", "gate_timeout_s")
 LIST_INT_FIELDS = ("brokers",)

@@ -7,12 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from console.errors import OpError
-from console.live import history
+from cluster_client.errors import OpError
 from console.ops import quotas as quota_ops
 from console.ops.validation import QUOTA_KEYS
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
+from livefeed import history
 
 
 @role_required(VIEWER)

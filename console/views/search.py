@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from console.cluster import admin, zk
-from console.errors import OpError
+from cluster_client import admin, zk
+from cluster_client.errors import OpError
 from console.roles import VIEWER, role_required
 from console.views.common import page
 

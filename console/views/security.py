@@ -9,8 +9,8 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from console.cluster import security as cluster
-from console.errors import OpError
+from cluster_client import security as cluster
+from cluster_client.errors import OpError
 from console.ops import security as security_ops
 from console.roles import ADMIN, role_required
 from console.views.common import actor, attempt, page, unavailable

@@ -11,16 +11,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from broker.protocol.internal_topics import refusal
-from console.cluster import admin, state, zk
-from console.errors import NotFound, OpError
-from console.live import groups as live_groups
-from console.live import history
-from console.operations.cleaner import compaction_reports
+from cluster_client import admin, state, zk
+from cluster_client.errors import NotFound, OpError
 from console.ops import topics as topic_ops
 from console.ops import validation
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
 from console.views.partitions import min_isr_of, partition_page
+from livefeed import groups as live_groups
+from livefeed import history
+from operations.cleaner import compaction_reports
 
 ISR_KINDS = ("isr_shrink", "isr_expand", "leader_change", "partition_offline")
 

@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 
-from quill_stack.client_security import librdkafka_config
+from cluster_client.client_security import librdkafka_config
 
 DEFAULT_BOOTSTRAP = os.environ.get("QUILL_BOOTSTRAP_SERVERS", "localhost:9092")
 

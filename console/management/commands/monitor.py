@@ -33,7 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, interval: float, samples: int | None, check: bool, **options):
         if check:
-            from console.live import history
+            from livefeed import history
 
             age = history.monitor_age()
             if age is None or age > 10:

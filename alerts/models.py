@@ -1,0 +1,84 @@
+"""Alert rules and the history of what they fired."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+STATUSES = ("WARN", "ERR", "STOP", "STALL", "REWIND")
+FIRING, RESOLVED = "firing", "resolved"
+
+
+class AlertRule(models.Model):
+    name = models.CharField(max_length=100)
+    group = models.CharField(max_length=255)  # a group id, or a glob such as orders-*
+    statuses = models.JSONField(default=list)  # group or partition statuses that fire
+    max_lag_ms = models.BigIntegerField(null=True, blank=True)  # lag in time over this fires
+    webhook_url = models.URLField(max_length=500, blank=True)
+    emails = models.JSONField(default=list)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "console_alertrule"  # the table it had in the console app: rows kept
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return f"alert rule {self.name} on {self.group}"
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "group": self.group,
+            "statuses": self.statuses,
+            "max_lag_ms": self.max_lag_ms,
+            "webhook_url": self.webhook_url,
+            "emails": self.emails,
+            "enabled": self.enabled,
+        }
+
+
+class AlertEvent(models.Model):
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="events")
+    group_id = models.CharField(max_length=255, db_index=True)
+    kind = models.CharField(max_length=10)  # firing | resolved
+    status = models.CharField(max_length=10)
+    lag = models.BigIntegerField(default=0)
+    lag_ms = models.BigIntegerField(null=True, blank=True)
+    partitions = models.JSONField(default=list)
+    reason = models.TextField(blank=True)
+    # {"webhook": "HTTP 200" | "failed: ...", "email": ...}; the detail is for admins
+    delivered = models.JSONField(default=dict)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "console_alertevent"  # the table it had in the console app: rows kept
+        ordering = ["-at", "-id"]
+
+    @property
+    def summary(self) -> dict:
+        """What every role may see of the deliveries: delivered or failed. The detail
+        (HTTP status, error) can map the network behind the worker: admins only."""
+        return {
+            k: "delivered" if str(v).startswith("HTTP 2") or v == "sent" else "failed"
+            for k, v in (self.delivered or {}).items()
+        }
+
+    def as_dict(self, detail: bool = False) -> dict:
+        return {
+            "id": self.id,
+            "rule": self.rule_id,
+            "group": self.group_id,
+            "kind": self.kind,
+            "status": self.status,
+            "lag": self.lag,
+            "lag_ms": self.lag_ms,
+            "partitions": self.partitions,
+            "reason": self.reason,
+            "delivered": self.delivered if detail else self.summary,
+            "at": self.at.isoformat(),
+        }

@@ -1,5 +1,0 @@
-"""One module per operation kind; importing this package registers every runner."""
-
-from workers.kinds import compact, elect, reassign, restart
-
-__all__ = ["compact", "elect", "reassign", "restart"]
