@@ -97,7 +97,6 @@ def search(request: HttpRequest) -> HttpResponse:
         "q": q,
         "result": result,
         "errors": errors,
-        "here": "messages",
         "starts": message_search.STARTS,
         "formats": message_search.FORMATS,
         "regex_on": message_search.REGEX_ON,

@@ -81,6 +81,7 @@
     }
     run.stop = false;
     run.resume = resume;
+    status("Searching…", 0);
     const started = Date.now();
     const pass = { scanned: 0, matched: 0 };
     $("search-stop").hidden = false;
