@@ -129,6 +129,17 @@ def test_bounded_search_reports_where_to_resume(console, topic):
     assert body["next"] == {"0": 2, "1": 2, "2": 2}
 
 
+def test_time_budget_stops_between_rounds(console, topic):
+    # max_results=1 with no match: one record per partition per round; a round (a fetch
+    # from the broker) always outlasts a 1 ms budget, so the search stops after it
+    body = search(
+        console.login("viewer"), topic, value="nothing-has-this", max_results="1", max_ms="1"
+    )
+    assert body["stopped"] == "max_ms" and body["matched"] == 0
+    assert body["scanned_per_partition"] == {"0": 1, "1": 1, "2": 1}
+    assert body["next"] == {"0": 20, "1": 19, "2": 19}
+
+
 def test_json_pretty_print_and_binary_values(console, topic):
     client = console.login("viewer")
     body = search(client, topic, start="offset", offsets="0:19", partitions="0", format="json")
@@ -191,6 +202,7 @@ def test_download_json_lines_and_csv(console, topic):
         ({"regex": "a" * 201}, "regex", "at most 200 characters"),
         ({"ts_from": "2026-01-02", "ts_to": "2026-01-01"}, "ts_from", "from is after its to"),
         ({"ts_to": "yesterday"}, "ts_to", "neither milliseconds"),
+        ({"start": "timestamp", "timestamp": "-2"}, "timestamp", "0 or more milliseconds"),
         ({"max_scanned": "0"}, "max_scanned", "between 1 and 100,000"),
         ({"max_scanned": "100001"}, "max_scanned", "between 1 and 100,000"),
         ({"max_ms": "30001"}, "max_ms", "between 1 and 30,000"),

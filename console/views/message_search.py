@@ -122,9 +122,12 @@ def _when(raw: str, name: str) -> int | None:
     if not raw:
         return None
     try:
-        return message_ops.parse_when(raw)
+        when = message_ops.parse_when(raw)
     except OpError as exc:
         raise OpError(exc.message, name) from None
+    if when < 0:  # -1, -2, -3 mean latest, earliest, max timestamp to ListOffsets
+        raise OpError(f"A time is 0 or more milliseconds since the epoch; got {when}.", name)
+    return when
 
 
 def parse(q) -> Spec:
