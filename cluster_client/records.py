@@ -49,9 +49,16 @@ def _reader() -> Consumer:
     return _client("reader", _new_consumer)
 
 
-def fetch(assign: dict[tuple[str, int], int], want: int, timeout_s: float = 3.0) -> list:
+def fetch(
+    assign: dict[tuple[str, int], int],
+    want: int,
+    timeout_s: float = 3.0,
+    unfinished: set | None = None,
+) -> list:
     """Up to `want` records per partition starting at the given offsets (librdkafka
-    Message objects), stopping at each partition's end."""
+    Message objects), stopping at each partition's end. ``unfinished``, when given,
+    receives the partitions that reached neither `want` records nor their end before
+    the timeout: what they returned may stop short of the end."""
     with _lock:
         consumer = _reader()
         consumer.assign([TopicPartition(t, p, o) for (t, p), o in assign.items()])
@@ -74,6 +81,8 @@ def fetch(assign: dict[tuple[str, int], int], want: int, timeout_s: float = 3.0)
                         open_parts.discard(key)
         finally:
             consumer.unassign()
+    if unfinished is not None:
+        unfinished.update(open_parts)
     return [m for msgs in got.values() for m in msgs]
 
 

@@ -1,17 +1,28 @@
-"""Messages: read a partition from an offset, a timestamp or the end; produce one."""
+"""Messages: read a partition from an offset, a timestamp or the end; produce one;
+search every partition of a topic (console.views.message_search) and download what
+was found."""
 
 from __future__ import annotations
 
 from django.contrib import messages as flash
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_POST
 
 from cluster_client import zk
 from cluster_client.errors import OpError
 from console.ops import messages as message_ops
 from console.roles import VIEWER, role_required
+from console.views import message_search
 from console.views.common import attempt, page
 from livefeed import groups as live_groups
+
+
+def _topics() -> list[str]:
+    """The topic names for the pickers (none when ZooKeeper does not answer)."""
+    try:
+        return list(zk.topic_names())
+    except OpError:
+        return []
 
 
 @role_required(VIEWER)
@@ -32,12 +43,8 @@ def browse(request: HttpRequest, produced=None, errors=None, status=200) -> Http
         except OpError as exc:
             flash.error(request, exc.message)
             read_errors, status = exc.errors, exc.status
-    try:
-        topics = [t for t in zk.topic_names()]
-    except OpError:
-        topics = []
     context = {
-        "topics": topics,
+        "topics": _topics(),
         "q": q,
         "result": result,
         "formats": message_ops.FORMATS,
@@ -70,3 +77,52 @@ def produce(request: HttpRequest) -> HttpResponse:
         f"Produced to {result['topic']}-{result['partition']} at offset {result['offset']}.",
     )
     return browse(request, produced=result)
+
+
+@role_required(VIEWER)
+def search(request: HttpRequest) -> HttpResponse:
+    """Search every partition of a topic. The browser pages the search in bounded steps
+    through /api/messages/search (progress, stop, continue); without scripts, the form's
+    GET runs one bounded search here."""
+    q = request.GET
+    result, errors, status = None, {}, 200
+    if q.get("topic"):
+        try:
+            result = message_search.search(message_search.parse(q))
+        except OpError as exc:
+            flash.error(request, exc.message)
+            errors, status = exc.errors, exc.status
+    context = {
+        "topics": _topics(),
+        "q": q,
+        "result": result,
+        "errors": errors,
+        "starts": message_search.STARTS,
+        "formats": message_search.FORMATS,
+        "regex_on": message_search.REGEX_ON,
+        "bounds": {
+            "scanned": (message_search.MAX_SCANNED_DEFAULT, message_search.MAX_SCANNED_CAP),
+            "ms": (message_search.MAX_MS_DEFAULT, message_search.MAX_MS_CAP),
+            "results": (message_search.MAX_RESULTS_DEFAULT, message_search.MAX_RESULTS_CAP),
+        },
+    }
+    return page(request, "console/message_search.html", context, status=status)
+
+
+@role_required(VIEWER)
+def search_download(request: HttpRequest) -> HttpResponse:
+    try:
+        body, content_type, summary = message_search.download(request.GET)
+    except OpError as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    return download_response(body, content_type, summary)
+
+
+def download_response(body: bytes, content_type: str, summary: dict) -> HttpResponse:
+    """The found records as an attachment, the search's summary in X-Quill-* headers."""
+    ext = "csv" if content_type.startswith("text/csv") else "jsonl"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{summary["topic"]}-search.{ext}"'
+    for name, value in message_search.summary_headers(summary).items():
+        response[name] = value
+    return response
