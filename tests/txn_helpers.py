@@ -40,7 +40,9 @@ def read_all(
     """Every record value the partitions return under ``isolation`` (read_committed or
     read_uncommitted), reading from the start until nothing new comes for ``idle_s``;
     before the first record that wait is ``first_wait_s`` (a loaded machine, or a client
-    still finding the leaders after a broker died, can take seconds to fetch at all)."""
+    still finding the leaders after a broker died, can take seconds to fetch at all),
+    unless the consumer has already fetched through the whole decided log (``_read_through``:
+    then an empty answer is known to be complete, and only ``idle_s`` is waited)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -54,8 +56,13 @@ def read_all(
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         values: list[bytes] = []
         last = time.monotonic()
-        while time.monotonic() - last < (idle_s if values else max(idle_s, first_wait_s)):
+        through = False
+        while time.monotonic() - last < (
+            idle_s if values or through else max(idle_s, first_wait_s)
+        ):
             msg = c.poll(0.2)
+            if msg is None and not values and not through:
+                through = _read_through(c, bootstrap, topic, partitions)
             if msg is None or msg.error():
                 continue
             values.append(msg.value())
@@ -63,6 +70,17 @@ def read_all(
         return values
     finally:
         c.close()
+
+
+def _read_through(consumer, bootstrap: str, topic: str, partitions: int) -> bool:
+    """The consumer's position is at the high watermark of every partition and nothing
+    below it is undecided (last stable offset == high watermark): it has fetched the
+    whole log, whatever its isolation level."""
+    high = end_offsets(bootstrap, topic, partitions, "read_uncommitted")
+    if end_offsets(bootstrap, topic, partitions, "read_committed") != high:
+        return False
+    at = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+    return all(high[tp.partition] == 0 or tp.offset >= high[tp.partition] for tp in at)
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, int]:
