@@ -174,12 +174,12 @@ def running_stack(
         for proc in (console, stack.worker, *extra):
             proc.wait_healthy(timeout=120)
         yield stack
-    finally:
+    finally:  # thrown away with its state dir: kill -9 (a graceful stop takes seconds)
         for proc in extra:
-            proc.stop()
+            proc.kill()
         if stack is not None and stack.worker is not None:
-            stack.worker.stop()
-        console.stop()
+            stack.worker.kill()
+        console.kill()
 
 
 @pytest.fixture(scope="module")
