@@ -41,8 +41,8 @@ def read_all(
     read_uncommitted), reading from the start until nothing new comes for ``idle_s``;
     before the first record that wait is ``first_wait_s`` (a loaded machine, or a client
     still finding the leaders after a broker died, can take seconds to fetch at all),
-    unless the consumer has already fetched through the whole decided log (``_read_through``:
-    then an empty answer is known to be complete, and only ``idle_s`` is waited)."""
+    unless the consumer is known to have fetched up to what it may see (``_read_through``:
+    then only ``idle_s`` is waited for an empty answer)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -62,7 +62,7 @@ def read_all(
         ):
             msg = c.poll(0.2)
             if msg is None and not values and not through:
-                through = _read_through(c, bootstrap, topic, partitions)
+                through = _read_through(c, bootstrap, topic, partitions, isolation)
             if msg is None or msg.error():
                 continue
             values.append(msg.value())
@@ -72,15 +72,17 @@ def read_all(
         c.close()
 
 
-def _read_through(consumer, bootstrap: str, topic: str, partitions: int) -> bool:
-    """The consumer's position is at the high watermark of every partition and nothing
-    below it is undecided (last stable offset == high watermark): it has fetched the
-    whole log, whatever its isolation level."""
-    high = end_offsets(bootstrap, topic, partitions, "read_uncommitted")
-    if end_offsets(bootstrap, topic, partitions, "read_committed") != high:
-        return False
+def _read_through(consumer, bootstrap: str, topic: str, partitions: int, isolation: str) -> bool:
+    """The consumer has had a fetch answered for every partition (its cached watermarks
+    are known) and its position is at the end it may see under `isolation` (the last
+    stable offset for read_committed, else the high watermark): nothing it can read now
+    is still to come."""
+    for p in range(partitions):
+        if consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1] < 0:
+            return False
+    visible = end_offsets(bootstrap, topic, partitions, isolation)
     at = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
-    return all(high[tp.partition] == 0 or tp.offset >= high[tp.partition] for tp in at)
+    return all(max(tp.offset, 0) >= visible[tp.partition] for tp in at)
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, int]:
