@@ -14,11 +14,9 @@ import pytest
 from tests.fuzz.harnesses import HARNESSES
 from tests.fuzz.runner import CORPUS, run_harness
 
-# executions per harness (seed 14, tests/fuzz/runner.py): every committed corpus input,
-# then mutations, a few seconds each on a loaded 2-core machine. Half of what they were
-# (the suite's 45-minute budget); bench/fuzz.py runs for minutes.
-RUNS = {"log": 200, "checkpoint": 1500, "request": 3000, "response": 3000}
-DEFAULT_RUNS = 2000
+# executions per harness: a few seconds each on a loaded 2-core machine
+RUNS = {"log": 400, "checkpoint": 3000, "request": 6000, "response": 6000}
+DEFAULT_RUNS = 4000
 
 
 @pytest.mark.parametrize("harness", sorted(HARNESSES))
