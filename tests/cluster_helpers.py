@@ -26,7 +26,9 @@ def partition_state(cluster, topic: str, partition: int) -> dict:
 
 
 def read_all(bootstrap, topic, partitions, timeout=60.0):
-    """partition -> (low, high, [(offset, value)]): every record between the watermarks."""
+    """partition -> (low, high, [(offset, value)]): every record between the watermarks
+    (done once the next offset reaches the high watermark: a compacted log's offsets have
+    gaps)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "r", "enable.auto.commit": False}
     )
@@ -35,8 +37,12 @@ def read_all(bootstrap, topic, partitions, timeout=60.0):
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
         out[p] = (low, high, [])
     consumer.assign([TopicPartition(topic, p, out[p][0]) for p in range(partitions)])
+
+    def behind(low, high, values) -> bool:
+        return (values[-1][0] + 1 if values else low) < high
+
     deadline = time.time() + timeout
-    while any(low + len(v) < high for low, high, v in out.values()) and time.time() < deadline:
+    while any(behind(*part) for part in out.values()) and time.time() < deadline:
         for msg in consumer.consume(1000, 1.0):
             assert not msg.error(), msg.error()
             out[msg.partition()][2].append((msg.offset(), msg.value()))

@@ -279,6 +279,18 @@ class Cluster:
             broker.proc.terminate()
         for broker in self.brokers:
             broker.proc.wait_stopped()
+        self._close_zk_clients()
+
+    def discard(self) -> None:
+        """End a cluster no test looks at again (the fixtures' teardown): kill -9. A
+        graceful stop of several brokers is a controlled shutdown each (leaderships moved
+        away one broker at a time: seconds per cluster), which no teardown asserts; tests
+        of a clean stop call stop() or a broker's stop() themselves."""
+        for broker in self.brokers:
+            broker.kill()
+        self._close_zk_clients()
+
+    def _close_zk_clients(self) -> None:
         for client in self._zk_clients:
             client.stop()
             client.close()
@@ -338,10 +350,11 @@ class ClusterFactory:
         return c
 
     def stop_since(self, count: int) -> None:
-        """Stop the clusters made after the first `count`, newest first."""
+        """Stop the clusters made after the first `count`, newest first (killed: they
+        are thrown away, see Cluster.discard)."""
         while len(self.made) > count:
             c = self.made.pop()
-            c.stop()
+            c.discard()
             _LIVE.remove(c)
 
 

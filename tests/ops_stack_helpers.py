@@ -90,12 +90,13 @@ class OpsStack:
         assert op["state"] in states, (op["state"], op["error"], op["steps"][-5:])
         return op
 
-    def start_worker(self) -> None:
+    def start_worker(self, wait: bool = True) -> None:
         self.worker = ManagedProcess(
             services.worker_spec(self.state_dir, self.settings), owner_env(self.state_dir)
         )
         self.worker.start()
-        self.worker.wait_healthy(timeout=120)
+        if wait:
+            self.worker.wait_healthy(timeout=120)
 
     def shell(self, script: str) -> str:
         """What `script` prints, run by `manage.py shell` on the stack's database."""
@@ -128,11 +129,19 @@ def manage_shell(settings: dict, script: str) -> str:
 
 
 def _token(state_dir: Path, settings: dict, role: str, password: str = "") -> list[str]:
-    """A new user with `role` (and `password`); returns its API token."""
-    script = TOKEN_SCRIPT.format(
-        name=unique(role), password=password or uuid.uuid4().hex, role=role
+    """A new user with `role` (and `password`); returns [its name, its API token]."""
+    return _tokens(settings, [role], password)[role]
+
+
+def _tokens(settings: dict, roles: list[str], password: str = "") -> dict[str, list[str]]:
+    """A new user for each of `roles`, made by one `manage.py shell` (a Django start
+    each costs seconds): role -> [its name, its API token]."""
+    script = "".join(
+        TOKEN_SCRIPT.format(name=unique(role), password=password or uuid.uuid4().hex, role=role)
+        for role in roles
     )
-    return manage_shell(settings, script).strip().splitlines()[-1].split()
+    lines = manage_shell(settings, script).strip().splitlines()[-len(roles) :]
+    return {role: line.split() for role, line in zip(roles, lines, strict=True)}
 
 
 @contextlib.contextmanager
@@ -146,27 +155,31 @@ def running_stack(
     port = ports.free_port()
     console = ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir))
     extra = []
-    console.start()
+    console.start()  # its migrations have run when this returns
     stack = None
     try:
-        console.wait_healthy(timeout=120)
+        # the worker, the monitor and the users' shell start side by side with daphne;
+        # then each is waited for
         stack = OpsStack(cluster, state_dir, settings, console, None, f"http://127.0.0.1:{port}")
-        stack.start_worker()
+        stack.start_worker(wait=False)
         if monitor:
             extra.append(
                 ManagedProcess(services.monitor_spec(state_dir, settings), owner_env(state_dir))
             )
             extra[-1].start()
-            extra[-1].wait_healthy(timeout=120)
-        for role in ("operator", "admin", "viewer"):
-            stack.users[role], stack.tokens[role] = _token(state_dir, settings, role, PASSWORD)
+        for role, (user, token) in _tokens(
+            settings, ["operator", "admin", "viewer"], PASSWORD
+        ).items():
+            stack.users[role], stack.tokens[role] = user, token
+        for proc in (console, stack.worker, *extra):
+            proc.wait_healthy(timeout=120)
         yield stack
-    finally:
+    finally:  # thrown away with its state dir: kill -9 (a graceful stop takes seconds)
         for proc in extra:
-            proc.stop()
+            proc.kill()
         if stack is not None and stack.worker is not None:
-            stack.worker.stop()
-        console.stop()
+            stack.worker.kill()
+        console.kill()
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +191,9 @@ def ops_stack(cluster_factory, redis_server, tmp_path_factory):
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict:
-    """partition -> list of values, read from the log start to the end."""
+    """partition -> list of values, read from the log start to the end (the high
+    watermark: done once the next offset reaches it, so a compacted log, whose offsets
+    have gaps, is read to its end and not until the timeout)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False}
     )
@@ -186,10 +201,12 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0)
     for p in range(partitions):
         ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
     consumer.assign([TopicPartition(topic, p, ends[p][0]) for p in range(partitions)])
+    nxt = {p: ends[p][0] for p in out}
     deadline = time.time() + timeout
-    while any(ends[p][0] + len(out[p]) < ends[p][1] for p in out) and time.time() < deadline:
+    while any(nxt[p] < ends[p][1] for p in out) and time.time() < deadline:
         for msg in consumer.consume(1000, 1.0):
             assert not msg.error(), msg.error()
             out[msg.partition()].append(msg.value())
+            nxt[msg.partition()] = msg.offset() + 1
     consumer.close()
     return out

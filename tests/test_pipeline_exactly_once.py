@@ -324,6 +324,14 @@ def test_a_task_that_fails_mid_write_is_retried_without_repeats(spark, bootstrap
 # --------------------------------------------------------------------------- kill -9
 
 
+# The kill tests' source: two micro-batches (the job reads at most KILL_BATCH offsets per
+# trigger), so a run killed in batch 0 and a replay that ends in batch 1 are both seen.
+# 40,000 records (was 80,000): each task still writes thousands of records per batch, far
+# more than are in flight when the kill lands, at half the suite time.
+KILL_RECORDS = 40_000
+KILL_BATCH = KILL_RECORDS // 2
+
+
 def start_job(module, bootstrap, src, dst, checkpoint, log_path):
     cmd = [
         sys.executable,
@@ -342,7 +350,7 @@ def start_job(module, bootstrap, src, dst, checkpoint, log_path):
         "--shuffle-partitions",
         "2",
         "--max-offsets-per-trigger",
-        "40000",
+        str(KILL_BATCH),
         "--available-now",
         "--conf",
         "spark.ui.enabled=false",
@@ -381,7 +389,7 @@ def kill_when(proc, condition, timeout=180) -> bool:
 def test_kill_9_mid_batch_and_restart_writes_each_record_once(bootstrap, tmp_path, module):
     src = create_topic(bootstrap, topic_name("kill-src"), 3)
     dst = create_topic(bootstrap, topic_name("kill-dst"), 3)
-    n = 80_000
+    n = KILL_RECORDS
     produce(
         bootstrap,
         src,
@@ -414,7 +422,7 @@ def kill_and_restart(module, bootstrap, src, dst, n, tmp_path, watch):
         query_id = json.loads((checkpoint / "metadata").read_text())["id"]
         return query_id, eo.CommitLog(bootstrap, {}).since_done(query_id)
 
-    # 1: killed while the tasks of batch 0 (40,000 records) write
+    # 1: killed while the tasks of batch 0 (KILL_BATCH records) write
     job = start_job(module, bootstrap, src, dst, checkpoint, log)
     assert kill_when(job, lambda: published() > 0), log.read_text()[-3000:]
     time.sleep(1)  # what the dead tasks had in flight has landed by now

@@ -40,7 +40,9 @@ def read_all(
     """Every record value the partitions return under ``isolation`` (read_committed or
     read_uncommitted), reading from the start until nothing new comes for ``idle_s``;
     before the first record that wait is ``first_wait_s`` (a loaded machine, or a client
-    still finding the leaders after a broker died, can take seconds to fetch at all)."""
+    still finding the leaders after a broker died, can take seconds to fetch at all),
+    unless the consumer is known to have fetched up to what it may see (``_read_through``:
+    then only ``idle_s`` is waited for an empty answer)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -54,8 +56,13 @@ def read_all(
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         values: list[bytes] = []
         last = time.monotonic()
-        while time.monotonic() - last < (idle_s if values else max(idle_s, first_wait_s)):
+        through = False
+        while time.monotonic() - last < (
+            idle_s if values or through else max(idle_s, first_wait_s)
+        ):
             msg = c.poll(0.2)
+            if msg is None and not values and not through:
+                through = _read_through(c, bootstrap, topic, partitions, isolation)
             if msg is None or msg.error():
                 continue
             values.append(msg.value())
@@ -63,6 +70,19 @@ def read_all(
         return values
     finally:
         c.close()
+
+
+def _read_through(consumer, bootstrap: str, topic: str, partitions: int, isolation: str) -> bool:
+    """The consumer has had a fetch answered for every partition (its cached watermarks
+    are known) and its position is at the end it may see under `isolation` (the last
+    stable offset for read_committed, else the high watermark): nothing it can read now
+    is still to come."""
+    for p in range(partitions):
+        if consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1] < 0:
+            return False
+    visible = end_offsets(bootstrap, topic, partitions, isolation)
+    at = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+    return all(max(tp.offset, 0) >= visible[tp.partition] for tp in at)
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, int]:
