@@ -153,6 +153,7 @@ def test_viewers_read_the_page_and_get_403_on_every_change(console, webhook, set
         enabled="on",
     )
     viewer = console.login("viewer")
+    assert 'href="/alerts/" id="alert-rules-link"' in viewer.get("/groups/").content.decode()
     r = viewer.get("/alerts/")
     html = r.content.decode()
     assert r.status_code == 200 and f'id="rule-{rule["id"]}"' in html
