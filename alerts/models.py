@@ -7,6 +7,7 @@ from django.db import models
 
 STATUSES = ("WARN", "ERR", "STOP", "STALL", "REWIND")
 FIRING, RESOLVED = "firing", "resolved"
+TEST = "test"  # sent by an operator's "test fire"; not part of any episode
 
 
 class AlertRule(models.Model):
@@ -45,7 +46,7 @@ class AlertRule(models.Model):
 class AlertEvent(models.Model):
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="events")
     group_id = models.CharField(max_length=255, db_index=True)
-    kind = models.CharField(max_length=10)  # firing | resolved
+    kind = models.CharField(max_length=10)  # firing | resolved | test
     status = models.CharField(max_length=10)
     lag = models.BigIntegerField(default=0)
     lag_ms = models.BigIntegerField(null=True, blank=True)

@@ -18,7 +18,7 @@ import logging
 import time
 
 from alerts import webhook
-from alerts.models import FIRING, RESOLVED, AlertEvent, AlertRule
+from alerts.models import FIRING, RESOLVED, TEST, AlertEvent, AlertRule
 from cluster_client import admin
 from livefeed import history
 from workers.celery import app
@@ -113,7 +113,7 @@ def evaluate_rule(rule: AlertRule, groups: list[str], now: float) -> list[AlertE
         if not status or now - status.get("at", 0) > STALE_S:
             continue
         why = breach(rule, status)
-        last = AlertEvent.objects.filter(rule=rule, group_id=gid).first()
+        last = AlertEvent.objects.filter(rule=rule, group_id=gid).exclude(kind=TEST).first()
         firing = last is not None and last.kind == FIRING
         if bool(why) == firing:
             continue

@@ -5,6 +5,7 @@ from django.urls import path
 from console import converters  # noqa: F401 - registers <kname:...>
 from console.api import api
 from console.views import (
+    alerts,
     audit,
     broker_configs,
     brokers,
@@ -52,6 +53,10 @@ urlpatterns = [
     path("operations/start", operations.operation_start, name="operation-start"),
     path("operations/<int:op_id>/", operations.operation_detail, name="operation"),
     path("operations/<int:op_id>/action", operations.operation_action, name="operation-action"),
+    path("alerts/", alerts.alert_list, name="alerts"),
+    path("alerts/save", alerts.alert_save, name="alert-save"),
+    path("alerts/<int:rule_id>/test", alerts.alert_test, name="alert-test"),
+    path("alerts/<int:rule_id>/delete", alerts.alert_delete, name="alert-delete"),
     path("audit/", audit.audit_log, name="audit"),
     path("users/", users.user_list, name="users"),
     path("users/action", users.user_action, name="user-action"),

@@ -96,6 +96,35 @@ def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int]:
 
 
 @contextmanager
+def console_stack(cluster, redis_server, state_dir: Path, redis_db: int, **extra: str):
+    """The console (daphne) and the monitor for `cluster`, on Redis db `redis_db` (flushed),
+    with `extra` settings; yields (its URL, the admin's password). Needs chromium."""
+    import redis
+
+    from quill_stack import services
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is missing: run `make install` (apt-get install chromium)")
+    redis_url = f"redis://{redis_server.host}:{redis_server.port}/{redis_db}"
+    redis.Redis.from_url(redis_url).flushdb()
+    settings = services.app_env(state_dir, redis_url, cluster.zk_connect, cluster.bootstrap)
+    procs, port = start_console_and_monitor(state_dir, {**settings, **extra})
+    try:
+        yield f"http://127.0.0.1:{port}", create_admin(state_dir)
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+
+
+def log_in(page, url: str, password: str) -> None:
+    page.goto(f"{url}/accounts/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")
+
+
+@contextmanager
 def chromium_page(out_dir: Path):
     """A Playwright page in Debian's chromium (screenshots go to ``out_dir``)."""
     from playwright.sync_api import sync_playwright

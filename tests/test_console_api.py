@@ -91,6 +91,20 @@ ENDPOINTS = {
         "operator",
         204,
     ),
+    "change alert rule": (
+        "put",
+        lambda: f"/api/alerts/{alert_rule()}",
+        lambda: {"group": unique("g"), "max_lag_ms": 60000, "emails": ["ops@example.com"]},
+        "operator",
+        200,
+    ),
+    "test-fire alert rule": (
+        "post",
+        lambda: f"/api/alerts/{alert_rule()}/test",
+        lambda: None,
+        "operator",
+        200,
+    ),
     "produce": (
         "post",
         lambda: "/api/messages",
@@ -106,6 +120,14 @@ def quota_user() -> str:
     user = unique("u")
     zk.set_entity_config(f"users/{user}", {"consumer_byte_rate": "2048"})
     return user
+
+
+def alert_rule() -> int:
+    """A rule that e-mails (Django's test mail outbox), made without the API."""
+    from alerts.models import AlertRule
+
+    rule = AlertRule.objects.create(group=unique("g"), statuses=["STOP"], emails=["a@b.c"])
+    return rule.id
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
-import redis
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quill_stack import services
-from tests.console_helpers import CHROMIUM, OUT, chromium_page, start_console_and_monitor
+from tests.console_helpers import OUT, chromium_page, console_stack, log_in
 from tests.ops_helpers import unique
-from tests.stack_helpers import create_admin
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.console_helpers"]
@@ -25,24 +21,12 @@ pytest_plugins = ["tests.console_helpers"]
 
 @pytest.fixture(scope="module")
 def stack(cluster_factory, redis_server, tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is missing: run `make install` (apt-get install chromium)")
     cluster = cluster_factory(1)
     state = tmp_path_factory.mktemp("console-trust")
-    redis_url = f"redis://{redis_server.host}:{redis_server.port}/7"
-    redis.Redis.from_url(redis_url).flushdb()
-    settings = services.app_env(state, redis_url, cluster.zk_connect, cluster.bootstrap)
-    procs, port = start_console_and_monitor(state, settings)
-    url = f"http://127.0.0.1:{port}"
-    with chromium_page(OUT) as page:
-        page.goto(f"{url}/accounts/login/")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", create_admin(state))
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{url}/")
-        yield {"cluster": cluster, "url": url, "page": page}
-    for proc in reversed(procs):
-        proc.stop()
+    with console_stack(cluster, redis_server, state, 7) as (url, password):
+        with chromium_page(OUT) as page:
+            log_in(page, url, password)
+            yield {"cluster": cluster, "url": url, "page": page}
 
 
 def shot(page, name: str) -> None:

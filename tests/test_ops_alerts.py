@@ -5,10 +5,6 @@ partitions, and the event is in the history (API and group page)."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -18,6 +14,7 @@ from tests.ops_stack_helpers import running_stack, unique  # noqa: E402
 from tests.wait_helpers import wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytest_plugins = ["tests.webhook_helpers"]
 
 
 @pytest.fixture(scope="module")
@@ -30,27 +27,6 @@ def alert_stack(cluster_factory, redis_server, tmp_path_factory):
     state = tmp_path_factory.mktemp("alerts")
     with running_stack(cluster, redis_url, state, True, allow) as stack:
         yield stack
-
-
-@pytest.fixture
-def webhook():
-    received: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            length = int(self.headers["Content-Length"])
-            received.append(json.loads(self.rfile.read(length)))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", received
-    server.shutdown()
 
 
 def test_a_stalled_group_fires_the_webhook(alert_stack, webhook):

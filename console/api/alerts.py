@@ -46,6 +46,16 @@ def events(request, group: str = "", limit: int = 100):
     return [e.as_dict(detail) for e in service.history(group, max(1, min(limit, 1000)))]
 
 
+@router.put("/{rule_id}", summary="Change a rule, every field as in create (operator)")
+def update_rule(request, rule_id: int, body: AlertIn):
+    return service.update(actor(request), rule_id, body.dict())
+
+
+@router.post("/{rule_id}/test", summary="Send the rule's notification now, as a test (operator)")
+def test_rule(request, rule_id: int):
+    return service.test_fire(actor(request), rule_id).as_dict()
+
+
 @router.delete("/{rule_id}", response={204: None}, summary="Delete a rule (operator)")
 def delete_rule(request, rule_id: int):
     service.delete(actor(request), rule_id)
