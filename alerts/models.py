@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.db import models
+
+
+def webhook_target(url: str) -> str:
+    """What may be shown of a webhook to whoever cannot change it: scheme and host,
+    never the path, query or user info (chat webhooks carry their secret there)."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    tail = "/…" if (parts.path not in ("", "/") or parts.query) else ""
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{tail}"
+
 
 STATUSES = ("WARN", "ERR", "STOP", "STALL", "REWIND")
 FIRING, RESOLVED = "firing", "resolved"
@@ -30,14 +43,16 @@ class AlertRule(models.Model):
     def __str__(self) -> str:
         return f"alert rule {self.name} on {self.group}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self, secrets: bool = True) -> dict:
+        """``secrets``: the whole webhook URL (for those who may change the rule);
+        otherwise only where it goes (webhook_target)."""
         return {
             "id": self.id,
             "name": self.name,
             "group": self.group,
             "statuses": self.statuses,
             "max_lag_ms": self.max_lag_ms,
-            "webhook_url": self.webhook_url,
+            "webhook_url": self.webhook_url if secrets else webhook_target(self.webhook_url),
             "emails": self.emails,
             "enabled": self.enabled,
         }

@@ -89,7 +89,7 @@ def create(actor, body: dict) -> dict:
     rule = AlertRule.objects.create(
         **fields, created_by=actor.user if actor.user.is_authenticated else None
     )
-    actor.done("alert.create", f"alert:{rule.id}", after=rule.as_dict())
+    actor.done("alert.create", f"alert:{rule.id}", after=rule.as_dict(secrets=False))
     return rule.as_dict()
 
 
@@ -97,11 +97,12 @@ def update(actor, rule_id: int, body: dict) -> dict:
     actor.require(OPERATOR)
     rule = get(rule_id)
     fields = clean(body)
-    before = rule.as_dict()
+    before = rule.as_dict(secrets=False)  # viewers read the audit log
     for key, value in fields.items():
         setattr(rule, key, value)
     rule.save(update_fields=list(fields))
-    actor.done("alert.update", f"alert:{rule.id}", before=before, after=rule.as_dict())
+    after = rule.as_dict(secrets=False)
+    actor.done("alert.update", f"alert:{rule.id}", before=before, after=after)
     return rule.as_dict()
 
 
@@ -125,7 +126,7 @@ def test_fire(actor, rule_id: int) -> AlertEvent:
 def delete(actor, rule_id: int) -> None:
     actor.require(OPERATOR)
     rule = get(rule_id)
-    before = rule.as_dict()
+    before = rule.as_dict(secrets=False)
     rule.delete()
     actor.done("alert.delete", f"alert:{rule_id}", before=before)
 

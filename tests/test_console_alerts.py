@@ -169,7 +169,11 @@ def test_viewers_read_the_page_and_get_403_on_every_change(console, webhook, set
     ):
         assert viewer.post(path, data).status_code == 403, path
     assert viewer.post(f"/api/alerts/{rule['id']}/test").status_code == 403
-    assert _rules(viewer)[rule["id"]] == rule
+    # the API shows viewers where the webhook goes, as the page does; operators see it whole
+    assert _rules(viewer)[rule["id"]] == {**rule, "webhook_url": f"{host}/…"}
+    assert _rules(console.login("operator"))[rule["id"]] == rule
+    made = AuditEntry.objects.get(target=f"alert:{rule['id']}", action="alert.create")
+    assert "SECRET-TOKEN" not in json.dumps(made.after) and made.after["webhook_url"] == f"{host}/…"
     assert received == []
     assert not AuditEntry.objects.filter(
         target=f"alert:{rule['id']}", action__in=["alert.update", "alert.test", "alert.delete"]

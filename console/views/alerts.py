@@ -5,30 +5,18 @@ audits, exactly as for the API."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from alerts import service
-from alerts.models import STATUSES, AlertRule
+from alerts.models import STATUSES, AlertRule, webhook_target
 from cluster_client.errors import NotFound
 from console.roles import OPERATOR, VIEWER, role_required
 from console.views.common import attempt, page
 
 FIELDS = ("name", "group", "max_lag_ms", "webhook_url", "emails")
-
-
-def webhook_target(url: str) -> str:
-    """What a table may show of a webhook: scheme and host, never the path or query
-    (chat webhooks carry their secret there)."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    tail = "/…" if (parts.path not in ("", "/") or parts.query) else ""
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{tail}"
 
 
 def _form_of(rule: AlertRule) -> dict:
