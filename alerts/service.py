@@ -10,7 +10,7 @@ from alerts.webhook import WebhookRefused
 from alerts.webhook import check as check_webhook
 from cluster_client.errors import NotFound, OpError
 
-# The console's operator role (console.roles); `actor` is the console's Actor (console.ops):
+# The console's operator role (console.roles); `actor` is the console's Actor (console.changes):
 # actor.require(role) refuses with 403, actor.done(...) writes the audit log.
 OPERATOR = "operator"
 

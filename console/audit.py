@@ -1,5 +1,5 @@
 """The audit log: every change, from the UI or the API, with who, when, what, before
-and after. Operations in console.ops call `record` once per attempt."""
+and after. Operations in console.changes call `record` once per attempt."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from cluster_client.errors import NotFound, OpError
 from operations.models import ACTIVE, KINDS, Operation
 
-# The console's role names (console.roles); `actor` is the console's Actor (console.ops):
+# The console's role names (console.roles); `actor` is the console's Actor (console.changes):
 # actor.require(role) refuses with 403, actor.done(...) writes the audit log.
 OPERATOR, ADMIN = "operator", "admin"
 

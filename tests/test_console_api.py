@@ -164,8 +164,8 @@ def test_reads_need_a_role(console, role):
 
 
 def test_token_auth_acts_with_the_users_role(console):
-    from console.ops import Actor
-    from console.ops.users import issue_token
+    from console.changes import Actor
+    from console.changes.users import issue_token
 
     operator = console.user("operator")
     _, raw = issue_token(Actor(operator, "ui"), "ci script")

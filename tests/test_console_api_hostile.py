@@ -93,8 +93,8 @@ def api_client(console, settings, keeper):
     lowered so valid creates stay small."""
     from django.test import Client
 
-    from console.ops import Actor
-    from console.ops.users import issue_token
+    from console.changes import Actor
+    from console.changes.users import issue_token
 
     settings.QUILL_MAX_PARTITIONS = MAX_PARTITIONS
     user = console.user("admin")
@@ -115,8 +115,8 @@ def test_the_sink_marker_topic_is_the_pipelines():
 def test_schema_and_docs_open_with_a_bearer_token(console):
     from django.test import Client
 
-    from console.ops import Actor
-    from console.ops.users import issue_token
+    from console.changes import Actor
+    from console.changes.users import issue_token
 
     client = Client()
     _, viewer_token = issue_token(Actor(console.user("viewer"), "ui"), "docs")
@@ -304,8 +304,8 @@ def test_no_operation_answers_a_server_error(api_client, keeper, method, path):
 
 def _remove_quotas(user) -> None:
     """Quotas the fuzz set would throttle the tests after it."""
-    from console.ops import Actor
-    from console.ops import quotas as quota_ops
+    from console.changes import Actor
+    from console.changes import quotas as quota_ops
 
     for row in quota_ops.list_all():
         quota_ops.delete(Actor(user, "api"), row["user"], row["client"])

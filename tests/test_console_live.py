@@ -249,8 +249,8 @@ async def test_live_tail_sends_exactly_the_new_records_of_one_partition(live):
 
 
 async def test_quota_change_and_broker_leaving_are_events(live, monitor):
-    from console.ops import Actor
-    from console.ops.quotas import set_quotas
+    from console.changes import Actor
+    from console.changes.quotas import set_quotas
 
     comm, _, _ = await connect("cluster")
     await comm.receive_json_from()

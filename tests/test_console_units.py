@@ -7,8 +7,8 @@ import pytest
 
 from cluster_client.errors import OpError
 from console import fmt
+from console.changes import messages, quotas, validation
 from console.monitor import burrow, deltas
-from console.ops import messages, quotas, validation
 from livefeed.groups import channel_group
 
 

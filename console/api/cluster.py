@@ -10,9 +10,9 @@ from pydantic import Field
 from cluster_client import state, zk
 from console import audit
 from console.api.common import actor, viewer
-from console.ops import messages as message_ops
-from console.ops import quotas as quota_ops
-from console.ops import validation
+from console.changes import messages as message_ops
+from console.changes import quotas as quota_ops
+from console.changes import validation
 from console.roles import role_of
 from console.views import message_search
 from console.views.messages import download_response

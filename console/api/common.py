@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.ops import Actor
+from console.changes import Actor
 from console.roles import VIEWER
 
 

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from console import converters  # noqa: F401 - registers {kname:...}
 from console.api.common import actor, viewer
-from console.ops import groups as group_ops
-from console.ops import validation
+from console.changes import groups as group_ops
+from console.changes import validation
 from livefeed import history
 
 router = Router(tags=["consumer groups"])

@@ -7,7 +7,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from console.api.common import actor
-from console.ops import security as security_ops
+from console.changes import security as security_ops
 
 router = Router(tags=["security"])
 

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from cluster_client import admin, state
 from console.api.common import actor, viewer
-from console.ops import topics as topic_ops
+from console.changes import topics as topic_ops
 
 router = Router(tags=["topics"])
 

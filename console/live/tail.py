@@ -23,8 +23,8 @@ from django.conf import settings
 from cluster_client.admin import RDKAFKA_LOG
 from cluster_client.errors import OpError
 from console import fmt
-from console.ops import messages as message_ops
-from console.ops import validation
+from console.changes import messages as message_ops
+from console.changes import validation
 
 log = logging.getLogger(__name__)
 BATCH = 200  # records per poll, and so at most per websocket message

@@ -11,8 +11,8 @@ from django.views.decorators.http import require_POST
 
 from cluster_client import zk
 from cluster_client.errors import OpError
-from console.ops import broker_configs as ops
-from console.ops import validation
+from console.changes import broker_configs as ops
+from console.changes import validation
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
 

@@ -1,4 +1,4 @@
-"""What every page view shares: the actor for console.ops, OpError -> form errors and
+"""What every page view shares: the actor for console.changes, OpError -> form errors and
 messages, and the render call that adds the live subscriptions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from cluster_client.errors import ClusterUnavailable, OpError
-from console.ops import Actor
+from console.changes import Actor
 
 
 def actor(request: HttpRequest) -> Actor:

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from alerts import service as alert_service
 from cluster_client.errors import NotFound, OpError
-from console.ops import groups as group_ops
+from console.changes import groups as group_ops
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
 from livefeed import groups as live_groups

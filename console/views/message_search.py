@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from cluster_client import admin, records, zk
 from cluster_client.errors import OpError
-from console.ops import messages as message_ops
-from console.ops import validation
+from console.changes import messages as message_ops
+from console.changes import validation
 
 STARTS = ("newest", "oldest", "offset", "timestamp")
 FORMATS = ("text", "json", "hex")

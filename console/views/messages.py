@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from cluster_client import zk
 from cluster_client.errors import OpError
-from console.ops import messages as message_ops
+from console.changes import messages as message_ops
 from console.roles import VIEWER, role_required
 from console.views import message_search
 from console.views.common import attempt, page

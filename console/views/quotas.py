@@ -8,8 +8,8 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from cluster_client.errors import OpError
-from console.ops import quotas as quota_ops
-from console.ops.validation import QUOTA_KEYS
+from console.changes import quotas as quota_ops
+from console.changes.validation import QUOTA_KEYS
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
 from livefeed import history

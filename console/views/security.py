@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from cluster_client import security as cluster
 from cluster_client.errors import OpError
-from console.ops import security as security_ops
+from console.changes import security as security_ops
 from console.roles import ADMIN, role_required
 from console.views.common import actor, attempt, page, unavailable
 

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 from broker.protocol.internal_topics import refusal
 from cluster_client import admin, state, zk
 from cluster_client.errors import NotFound, OpError
-from console.ops import topics as topic_ops
-from console.ops import validation
+from console.changes import topics as topic_ops
+from console.changes import validation
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, page, unavailable
 from console.views.partitions import min_isr_of, partition_page

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from console.changes import users as user_ops
 from console.models import ApiToken
-from console.ops import users as user_ops
 from console.roles import ADMIN, ROLES, VIEWER, has_role, role_of, role_required
 from console.views.common import attempt, page
 

@@ -7,8 +7,8 @@ import time
 
 from cluster_client import admin, records, zk
 from cluster_client.errors import NotFound, OpError
-from console.ops import Actor, validation
-from console.ops.messages import parse_when
+from console.changes import Actor, validation
+from console.changes.messages import parse_when
 from console.roles import ADMIN, OPERATOR
 from livefeed import history
 

@@ -9,7 +9,7 @@ from urllib.parse import quote, unquote
 from broker.zk.znodes import ConfigEntityZNode
 from cluster_client import redact, zk
 from cluster_client.errors import NotFound, OpError
-from console.ops import Actor, validation
+from console.changes import Actor, validation
 from console.roles import OPERATOR
 
 DEFAULT = "<default>"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from cluster_client import security as cluster
 from cluster_client.errors import OpError
-from console.ops import Actor
-from console.ops.validation import whole
+from console.changes import Actor
+from console.changes.validation import whole
 from console.roles import ADMIN
 
 MIN_ITERATIONS, MAX_ITERATIONS, DEFAULT_ITERATIONS = 4096, 16384, 4096  # Kafka's bounds

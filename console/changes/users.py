@@ -7,8 +7,8 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
 from cluster_client.errors import NotFound, OpError
+from console.changes import Actor
 from console.models import ApiToken
-from console.ops import Actor
 from console.roles import ADMIN, ROLES, role_of, set_role
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.protocol.internal_topics import PROTECTED_TOPICS, refusal
 from cluster_client import admin, zk
 from cluster_client.errors import NotFound, OpError
-from console.ops import Actor, validation
+from console.changes import Actor, validation
 from console.roles import ADMIN, OPERATOR
 
 

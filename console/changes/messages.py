@@ -8,7 +8,7 @@ import json
 
 from cluster_client import admin, records, zk
 from cluster_client.errors import OpError
-from console.ops import Actor, validation
+from console.changes import Actor, validation
 from console.roles import OPERATOR
 
 FORMATS = ("text", "json", "hex")

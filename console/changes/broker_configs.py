@@ -9,7 +9,7 @@ from __future__ import annotations
 from cluster_client import admin, wire, zk
 from cluster_client.errors import ClusterUnavailable, OpError
 from console import units
-from console.ops import Actor
+from console.changes import Actor
 from console.roles import ADMIN
 
 DEFAULT = "default"  # the console's name for the cluster-wide level
