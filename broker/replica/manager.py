@@ -141,13 +141,17 @@ class ReplicaManager:
         was_leader, old_epoch = part.is_leader, part.leader_epoch
         old = part.state
         new_epoch = (
-            old is None or old.leader_epoch != state.leader_epoch or old.leader != state.leader
+            part.fenced  # the controller speaks to our new registration: start afresh
+            or old is None
+            or old.leader_epoch != state.leader_epoch
+            or old.leader != state.leader
         )
+        part.fenced = False
         if state.leader == self.broker_id:
             self._schedule_isr_check(part, 0)  # the next tick computes its deadline
             if new_epoch:
                 self.fetchers.remove_partition(key)
-                part.become_leader(state)
+                part.become_leader(state, keep_followers=was_leader)
                 log.info(
                     "%s-%d: leader at epoch %d (ISR %s), log end offset %d",
                     topic,
@@ -178,6 +182,40 @@ class ReplicaManager:
         part.wake_waiters()
         part.complete_delayed_produces()  # a follower now: every waiting produce fails
         self._notify_leadership(part, was_leader, old_epoch)
+
+    def fence_leaders(self) -> int:
+        """This broker lost its ZooKeeper session (its registration is gone, and the
+        controller may have moved its leaderships already): stop acting as leader
+        everywhere. Produce and follower fetches get NOT_LEADER_OR_FOLLOWER, waiting
+        acks=all produces fail, the coordinators unload; a partition leads again once
+        the controller's LeaderAndIsr (to the new registration) says so, or at once
+        when the session survived (``unfence_all``). Returns how many were led."""
+        fenced = 0
+        for part in list(self.partitions.values()):
+            if not part.is_leader:
+                continue
+            fenced += 1
+            old_epoch = part.leader_epoch
+            part.fenced = True
+            part.pending_isr = None
+            part.wake_waiters()
+            part.complete_delayed_produces()
+            self._notify_leadership(part, True, old_epoch)
+        if fenced:
+            self._counts.changed()
+        return fenced
+
+    def unfence_all(self) -> None:
+        """The ZooKeeper session survived after all (the registration stands): lead
+        again what we led."""
+        for part in list(self.partitions.values()):
+            if part.fenced:
+                part.fenced = False
+                if part.is_leader:
+                    self._schedule_isr_check(part, 0)
+                    part.maybe_advance_high_watermark()
+                    self._notify_leadership(part, False, part.leader_epoch)
+        self._counts.changed()
 
     async def create_logs(self, states: dict[tuple[str, int], PartitionState]) -> None:
         """Before a LeaderAndIsr is applied: create the logs of its new partitions here
@@ -465,6 +503,8 @@ class ReplicaManager:
     def _propose_isr(self, part: Partition, new_isr: list[int], why: str) -> None:
         if part.pending_isr is not None or sorted(new_isr) == sorted(part.isr):
             return
+        if part.stale_zk_version == part.state.zk_version:
+            return  # our state is stale: wait for the controller's (Kafka's skip)
         part.pending_isr = new_isr
         log.info(
             "%s-%d: ISR %s %s -> %s (HW %d, LEO %d)",
@@ -479,15 +519,23 @@ class ReplicaManager:
         asyncio.ensure_future(self._write_isr(part, new_isr))
 
     async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
+        """The ISR writer's conditional write on our state's zk version. Lost (ZooKeeper
+        holds a newer state: the controller moved the leadership or changed the ISR), our
+        state is stale: as Kafka's Partition.updateIsr, no ISR change is proposed again
+        until a new state comes, so the HW keeps counting every replica of the ISR we
+        know and nothing more is acknowledged on it meanwhile."""
         grows = len(new_isr) > len(part.isr)
+        version = part.state.zk_version
         try:
             ok = await self.isr_writer(part, new_isr)
         except Exception:  # noqa: BLE001 - ZooKeeper trouble: retry on the next check
             log.exception("writing the ISR of %s-%d failed", part.topic, part.index)
-            ok = False
+            ok = None
         if ok:  # Kafka's IsrExpandsPerSec / IsrShrinksPerSec
             self.isr_changes[grows] += 1
             self._counts.changed()
+        elif ok is False and part.state is not None and part.state.zk_version == version:
+            part.stale_zk_version = version
         if not ok and part.pending_isr == new_isr:
             part.pending_isr = None
         part.maybe_advance_high_watermark()
