@@ -100,12 +100,14 @@ class ReplicaManager:
     # -- leadership listeners (the group coordinator) ---------------------------------
     def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
         """``callback(topic, partition, is_leader, leader_epoch)`` after this broker becomes
-        leader of a partition (or of a new epoch of it), or stops leading it (the epoch is
-        None when the replica is stopped)."""
+        leader of a partition, or stops leading it (the epoch is None when the replica is
+        stopped). A new epoch of a partition it leads already (the controller only took a
+        replica out of the ISR) is no news to them, as in Kafka's ReplicaManager.makeLeaders:
+        a coordinator keeps the epoch it was elected at."""
         self._leadership_listeners.append(callback)
 
-    def _notify_leadership(self, part: Partition, was_leader: bool, old_epoch: int) -> None:
-        if part.is_leader and (not was_leader or part.leader_epoch != old_epoch):
+    def _notify_leadership(self, part: Partition, was_leader: bool) -> None:
+        if part.is_leader and not was_leader:
             epoch = part.leader_epoch
         elif was_leader and not part.is_leader:
             epoch = part.leader_epoch if part.state is not None else None
@@ -138,7 +140,7 @@ class ReplicaManager:
         if part.log.offline:  # Kafka answers KAFKA_STORAGE_ERROR: no leading, no following
             part.state = state
             return
-        was_leader, old_epoch = part.is_leader, part.leader_epoch
+        was_leader = part.is_leader
         old = part.state
         new_epoch = (
             part.fenced  # the controller speaks to our new registration: start afresh
@@ -181,7 +183,7 @@ class ReplicaManager:
                 self.fetchers.add_partition(key, part, state.leader)
         part.wake_waiters()
         part.complete_delayed_produces()  # a follower now: every waiting produce fails
-        self._notify_leadership(part, was_leader, old_epoch)
+        self._notify_leadership(part, was_leader)
 
     def fence_leaders(self) -> int:
         """This broker lost its ZooKeeper session (its registration is gone, and the
@@ -195,12 +197,11 @@ class ReplicaManager:
             if not part.is_leader:
                 continue
             fenced += 1
-            old_epoch = part.leader_epoch
             part.fenced = True
             part.pending_isr = None
             part.wake_waiters()
             part.complete_delayed_produces()
-            self._notify_leadership(part, True, old_epoch)
+            self._notify_leadership(part, True)
         if fenced:
             self._counts.changed()
         return fenced
@@ -214,7 +215,7 @@ class ReplicaManager:
                 if part.is_leader:
                     self._schedule_isr_check(part, 0)
                     part.maybe_advance_high_watermark()
-                    self._notify_leadership(part, False, part.leader_epoch)
+                    self._notify_leadership(part, False)
         self._counts.changed()
 
     async def create_logs(self, states: dict[tuple[str, int], PartitionState]) -> None:
@@ -259,11 +260,11 @@ class ReplicaManager:
         part = self.partitions.pop((topic, index), None)
         if part is not None:
             self.on_partitions_changed(True)
-            was_leader, old_epoch = part.is_leader, part.leader_epoch
+            was_leader = part.is_leader
             part.state = None
             part.wake_waiters()
             part.complete_delayed_produces()
-            self._notify_leadership(part, was_leader, old_epoch)
+            self._notify_leadership(part, was_leader)
         if delete:
             self.logs.delete_log(topic, index)
 
