@@ -190,8 +190,8 @@ class ReplicaManager:
         controller may have moved its leaderships already): stop acting as leader
         everywhere. Produce and follower fetches get NOT_LEADER_OR_FOLLOWER, waiting
         acks=all produces fail, the coordinators unload; a partition leads again once
-        the controller's LeaderAndIsr (to the new registration) says so, or at once
-        when the session survived (``unfence_all``). Returns how many were led."""
+        the controller's LeaderAndIsr (to the new registration) says so. Returns how
+        many were led."""
         fenced = 0
         for part in list(self.partitions.values()):
             if not part.is_leader:
@@ -205,18 +205,6 @@ class ReplicaManager:
         if fenced:
             self._counts.changed()
         return fenced
-
-    def unfence_all(self) -> None:
-        """The ZooKeeper session survived after all (the registration stands): lead
-        again what we led."""
-        for part in list(self.partitions.values()):
-            if part.fenced:
-                part.fenced = False
-                if part.is_leader:
-                    self._schedule_isr_check(part, 0)
-                    part.maybe_advance_high_watermark()
-                    self._notify_leadership(part, False)
-        self._counts.changed()
 
     async def create_logs(self, states: dict[tuple[str, int], PartitionState]) -> None:
         """Before a LeaderAndIsr is applied: create the logs of its new partitions here

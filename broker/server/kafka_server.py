@@ -366,16 +366,13 @@ class KafkaServer:
 
     def _on_registered(self, epoch: int) -> None:
         """(any thread) Registered with broker epoch ``epoch`` (KIP-380)."""
-        survived = self.zk_session_lost and epoch == self.broker_epoch
         self.broker_epoch, self.zk_session_lost = epoch, False
         log.info("registered broker %d (broker epoch %d)", self.config.broker_id, epoch)
-        if survived and self.replicas is not None:  # the registration stood throughout
-            self._loop.call_soon_threadsafe(self.replicas.unfence_all)
 
     def _on_session_lost(self) -> None:
-        """(kazoo's thread) Our ZooKeeper session is gone, our registration with it: the
-        controller may be moving our leaderships to others already. Stop leading until it
-        has spoken to our next registration (issue 27: no zombie leader)."""
+        """(kazoo's thread) Our ZooKeeper session expired, our registration with it: the
+        controller has moved our leaderships to others, or is doing so. Stop leading
+        until it has spoken to our next registration (issue 27: no zombie leader)."""
         self.zk_session_lost = True
         if not self._stop.is_set():
             self._loop.call_soon_threadsafe(self._fence_leaders)

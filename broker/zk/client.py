@@ -133,30 +133,17 @@ class KafkaZkClient:
     ) -> None:
         """Re-create ``/brokers/ids/<id>`` after a session expiry (ephemerals die with it).
 
-        ``on_lost()`` (kazoo's thread): the session, and the registration with it, is
-        gone: kazoo says LOST, or the connection has been down longer than the session
-        timeout (ZooKeeper has expired it by then; kazoo only hears so once it is back).
-        ``on_registered(epoch)``: registered again, with the new registration's broker
-        epoch (or the old one, when the session survived the outage after all)."""
+        ``on_lost()`` (kazoo's thread): the session expired, and the registration with it
+        (kazoo's LOST). A connection that is merely down is not a lost session: ZooKeeper
+        without a quorum expires no session, so a broker cut off from ZooKeeper learns of
+        its expiry only once it is back, as Kafka's does. ``on_registered(epoch)``:
+        registered again, with the new registration's broker epoch."""
         lost = threading.Event()
-        timer: list[threading.Timer] = []
-
-        def give_up() -> None:  # still not connected a whole session timeout later
-            if self.zk.state != KazooState.CONNECTED and not lost.is_set():
-                lost.set()
-                on_lost()
 
         def listener(state) -> None:
-            while timer:
-                timer.pop().cancel()
             if state == KazooState.LOST:
-                if not lost.is_set():
-                    lost.set()
-                    on_lost()
-            elif state == KazooState.SUSPENDED:
-                timer.append(threading.Timer(self.session_timeout_ms / 1000.0, give_up))
-                timer[0].daemon = True
-                timer[0].start()
+                lost.set()
+                on_lost()
             elif state == KazooState.CONNECTED and lost.is_set():
                 lost.clear()
                 threading.Thread(
