@@ -287,33 +287,52 @@ def test_leader_cut_from_zookeeper_acknowledges_nothing_and_stops_leading(
 
 
 def test_paused_leader_acknowledges_nothing_when_it_wakes(zombies):
-    topic = _topic(zombies, [2, 3, 1])
+    """SIGSTOP a leader (not the controller) past its session; once the controller has
+    moved its leadership, pause the controller too, so that no LeaderAndIsr can reach the
+    woken broker: it must stop leading on hearing its session expired, not wait to be
+    told (before, it took and acknowledged acks=1 writes the new leader never had)."""
+    controller_id, _epoch = _controller(zombies)
+    old = next(b for b in (2, 3, 1) if b != controller_id)
+    others = [b for b in (1, 2, 3) if b != old]
+    topic = _topic(zombies, [old, *others])
     producer = BackgroundProducer(zombies.bootstrap, topic)
     producer.start()
-    wire = _wire(zombies, 2)
+    wire, wire_late = _wire(zombies, old), _wire(zombies, old)
+    controller = zombies.broker(controller_id)
     try:
         wait_until(lambda: len(producer.acked[0]) > 50, what="acknowledged writes")
-        zombies.broker(2).pause()
+        registration = _broker_epoch(zombies, old)
+        zombies.broker(old).pause()
         try:
-            wait_until(lambda: _stopped(zombies.broker(2).pid), what="SIGSTOP to take effect")
+            wait_until(lambda: _stopped(zombies.broker(old).pid), what="SIGSTOP to take effect")
             # sent while it sleeps: the kernel keeps it, the broker reads it on waking
             zombie = bytes(batch(1, tag=b"zombie"))
             wire.send(0, 9, produce_body(topic, 0, zombie, acks=-1, timeout_ms=20000))
             wait_until(
-                lambda: (s := _state(zombies, topic)) and s["leader"] not in (-1, 2) and s,
+                lambda: (s := _state(zombies, topic)) and s["leader"] not in (-1, old),
                 what="the controller to move the leadership off the paused broker",
             )
+            controller.pause()
         finally:
-            zombies.broker(2).resume()
+            zombies.broker(old).resume()
+        try:
+            wait_until(
+                lambda: (
+                    (e := _zk(zombies).exists(f"/brokers/ids/{old}")) and e.czxid != registration
+                ),
+                what="the woken broker to register again",
+            )
+            later = wire_late.produce(topic, 0, bytes(batch(1, tag=b"late")), acks=1)
+        finally:
+            controller.resume()
+        assert later.error_code == NOT_LEADER_OR_FOLLOWER, later
         answer = wire.receive(0, 9).responses[0].partition_responses[0]
         # acknowledged only if its followers, not told yet of the new leader, fetched it
         # before it heard of its lost session: then the new leader has it (checked below)
         assert answer.error_code in (0, NOT_LEADER_OR_FOLLOWER, 7), answer  # 7: timed out
-        wait_log(zombies, "ZooKeeper session lost", timeout=60, broker=1)
-        later = wire.produce(topic, 0, bytes(batch(1, tag=b"late")), acks=1)
-        assert later.error_code == NOT_LEADER_OR_FOLLOWER, later
     finally:
         wire.close()
+        wire_late.close()
     _wait_isr(zombies, topic, 3)
     wait_until(lambda: len(producer.acked[0]) > 200, what="writes after the pause")
     producer.stop(150)
