@@ -119,3 +119,27 @@ class BackgroundProducer(threading.Thread):
                 pass
             producer.poll(self.poll_s if i % self.poll_every == 0 else 0)
         producer.flush(self.flush_s)
+
+
+def assert_read_back_once(
+    producer: BackgroundProducer, bootstrap: str, also_sent: frozenset[bytes] = frozenset()
+) -> list[bytes]:
+    """The checker's core (issue 27): every record ``producer`` saw acknowledged is read
+    back exactly once, in the order it was acknowledged within its partition, and
+    nothing is read that neither it nor the test (``also_sent``) sent. Returns every
+    value read."""
+    data = read_all(bootstrap, producer.topic, producer.partitions)
+    read = []
+    for p in range(producer.partitions):
+        stored = [value for _offset, value in data[p][2]]
+        assert len(stored) == len(set(stored)), f"partition {p}: a record was stored twice"
+        positions = {value: i for i, value in enumerate(stored)}
+        acked = producer.acked[p]
+        lost = [value for value in acked if value not in positions]
+        assert not lost, f"partition {p}: {len(lost)} acknowledged record(s) lost: {lost[:3]}"
+        order = [positions[value] for value in acked]
+        assert order == sorted(order), f"partition {p}: acknowledged records out of order"
+        sent = [v for v in stored if v not in also_sent]
+        assert all(len(v) == 9 and v.isdigit() for v in sent), "a record never sent was read"
+        read += stored
+    return read

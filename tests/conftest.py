@@ -9,7 +9,8 @@
   answering ApiVersions). Overrides are broker properties:
   `cluster(3, **{"log.segment.bytes": 1024})` or `cluster(3, log_segment_bytes=1024)`;
   `quill.metrics.port="free"` gives each broker a free metrics port (`b.metrics_port`);
-  a callable value is called with (broker_id, port) for a per-broker value.
+  a callable value is called with (broker_id, port) for a per-broker value;
+  `chroot="/name"` picks the chroot (a broker's own zookeeper.connect can then name it).
   `c.brokers[i]` has .id .port .log_dir .kill() .stop() .start() .restart() .pause()
   .resume(). A cluster made in a test is stopped when the test ends, one made by a
   module-scoped fixture when the module ends; also when a test fails, whose report
@@ -201,9 +202,11 @@ class Broker:
 class Cluster:
     """Brokers 1..n on free ports, in their own ZooKeeper chroot."""
 
-    def __init__(self, zk: Server, state_dir: Path, n_brokers: int, overrides: dict):
+    def __init__(
+        self, zk: Server, state_dir: Path, n_brokers: int, overrides: dict, chroot: str = ""
+    ):
         self.state_dir = state_dir
-        self.chroot = f"/quill-{uuid.uuid4().hex[:12]}"
+        self.chroot = chroot or f"/quill-{uuid.uuid4().hex[:12]}"
         self.zk_connect = zk.address + self.chroot
         self._zk_clients: list = []
         broker_ports = ports.free_ports(n_brokers)
@@ -336,11 +339,13 @@ class ClusterFactory:
         self.made: list[Cluster] = []
         self.serial = 0  # never reused: a stopped cluster's data dir must not be inherited
 
-    def __call__(self, n_brokers: int = 1, **overrides) -> Cluster:
+    def __call__(self, n_brokers: int = 1, chroot: str = "", **overrides) -> Cluster:
+        """``chroot``: the cluster's ZooKeeper chroot (a fresh one when empty), for a
+        test that gives a broker its own zookeeper.connect (through a proxy, say)."""
         props = {**self.defaults, **{_property_name(k): v for k, v in overrides.items()}}
         self.serial += 1
         state_dir = self.base_dir / f"cluster-{self.serial}"
-        c = Cluster(self.zk, state_dir, n_brokers, props)
+        c = Cluster(self.zk, state_dir, n_brokers, props, chroot)
         self.made.append(c)
         _LIVE.append(c)
         try:

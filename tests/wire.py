@@ -63,12 +63,23 @@ class WireClient:
     def request_frame(self, api_key: int, version: int, body: dict) -> bytes:
         """The response frame (without its size) to a request, unparsed: for the versions
         whose responses we encode by hand (Produce v0-v2, Fetch v0-v3)."""
+        self.send(api_key, version, body)
+        return self.read_frame()
+
+    def send(self, api_key: int, version: int, body: dict) -> None:
+        """Send a request without waiting for its answer (``receive`` reads it): to a
+        broker that is paused, say."""
         self.correlation += 1
         req = build(request_schema(api_key, version), body)
         self.send_raw(
             encode_request(RequestHeader(api_key, version, self.correlation, self.client_id), req)
         )
-        return self.read_frame()
+
+    def receive(self, api_key: int, version: int):
+        """The answer to the last request ``send`` sent."""
+        corr, resp = parse_response(api_key, version, self.read_frame())
+        assert corr == self.correlation
+        return resp
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         self.sock.settimeout(timeout)
@@ -81,17 +92,7 @@ class WireClient:
 
     # -- conveniences ----------------------------------------------------------------------
     def produce(self, topic: str, partition: int, records: bytes, acks: int = 1, version: int = 9):
-        resp = self.request(
-            0,
-            version,
-            {
-                "acks": acks,
-                "timeout": 5000,
-                "topic_data": [
-                    {"name": topic, "partition_data": [{"index": partition, "records": records}]}
-                ],
-            },
-        )
+        resp = self.request(0, version, produce_body(topic, partition, records, acks))
         return resp.responses[0].partition_responses[0]
 
     def list_offset(self, topic: str, partition: int, timestamp: int, replica_id: int = -1):
@@ -197,3 +198,16 @@ class WireClient:
                 "rack_id": rack_id,
             },
         )
+
+
+def produce_body(
+    topic: str, partition: int, records: bytes, acks: int = 1, timeout_ms: int = 5000
+) -> dict:
+    """A Produce request's body: ``records`` to one partition."""
+    return {
+        "acks": acks,
+        "timeout": timeout_ms,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+        ],
+    }

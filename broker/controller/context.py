@@ -43,7 +43,8 @@ class ControllerContext:
 
     def refresh_brokers(self) -> tuple[set[int], set[int]]:
         """(joined, left) since the last look. A broker registered again meanwhile (a
-        restart quicker than the watch: a new registration timestamp) counts as joined,
+        restart quicker than the watch, or a session that expired: a new registration
+        timestamp or broker epoch) counts as joined,
         as Kafka's bouncedBrokerIds: it needs the full metadata and its LeaderAndIsr."""
         ids = {int(b) for b in self.zk.zk.get_children(BrokerIdsZNode.path)}
         left = set(self.brokers) - ids
@@ -53,7 +54,9 @@ class ControllerContext:
         for broker_id in ids:
             info = self.zk.get_broker(broker_id)
             old = self.brokers.get(broker_id)
-            if info is not None and (old is None or old.timestamp != info.timestamp):
+            if info is not None and (
+                old is None or old.timestamp != info.timestamp or old.epoch != info.epoch
+            ):
                 self.brokers[broker_id] = info
                 joined.add(broker_id)
         return joined, left

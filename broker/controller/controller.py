@@ -72,6 +72,11 @@ class NotControllerError(RuntimeError):
     pass
 
 
+class StaleBrokerEpochError(RuntimeError):
+    """A broker's request carries the epoch of a registration older than the one the
+    controller knows (Kafka's StaleBrokerEpochException: STALE_BROKER_EPOCH)."""
+
+
 class _TrackingZk:
     """The controller's ZooKeeper client: every state or assignment it writes is marked,
     so the end of the event sends exactly those partitions to the brokers."""
@@ -212,15 +217,25 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - handed to the caller
             fut.set_exception(exc)
 
-    def _on_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+    def _on_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int = -1
+    ) -> list[tuple[str, int]]:
         """Move leadership off ``broker_id`` and take it out of every ISR, before it stops.
 
         Returns the partitions whose move failed (a conditional write lost a race);
         the broker retries until that list is empty. Partitions with no other live
-        in-sync replica cannot move and are not waited for.
+        in-sync replica cannot move and are not waited for. A ``broker_epoch`` older
+        than the broker's registration (a request of its previous life) is refused, as
+        Kafka's KIP-380 controller does; -1 (unknown) is taken.
         """
         if self.epoch is None:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        info = self.ctx.brokers.get(broker_id)
+        if broker_epoch >= 0 and info is not None and broker_epoch < info.epoch:
+            raise StaleBrokerEpochError(
+                f"broker {broker_id}'s controlled shutdown carries broker epoch "
+                f"{broker_epoch}, older than its registration's {info.epoch}"
+            )
         self.ctx.shutting_down.add(broker_id)
         written = replica_state_machine.make_offline(self, broker_id, self._hosted(broker_id))
         remaining = sorted(key for key, version in written.items() if version is None)
@@ -418,7 +433,8 @@ class Controller:
         """Queue a controller request to ``broker`` on inter.broker.listener.name."""
         info = self.ctx.brokers.get(broker)
         address = info.endpoint(self.ctx.listener) if info is not None else None
-        if address is not None:
+        if address is not None:  # KIP-380: the epoch of the registration we speak to
+            body = {**body, "broker_epoch": info.epoch}
             self.channel.send(broker, address, api_key, version, body, coalesce)
 
     def _on_resign(self) -> None:

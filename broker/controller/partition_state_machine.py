@@ -16,7 +16,8 @@ ControllerBrokerRequestBatch sends what they wrote):
   (``broker_change``, Kafka's onBrokerFailure / onBrokerStartup): the offline
   partition leader election (the first live in-sync replica; with
   unclean.leader.election.enable a live out-of-sync replica; otherwise leader -1 and
-  the ISR kept so a returning member can lead), dead brokers leave the ISR.
+  the ISR kept so a returning member can lead), dead brokers leave the ISR. Either
+  change writes the next leader epoch (Kafka's LeaderAndIsr.newLeaderAndIsr).
 
 The other elections Kafka names live beside it: the preferred replica and unclean
 elections of ElectLeaders in ``election.py``, the controlled shutdown election in
@@ -92,9 +93,9 @@ def offline_partition_leader_election(
         isr = live_isr
     if leader == state.leader and isr == state.isr:
         return None, False
-    new = LeaderAndIsr(
-        leader=leader,
-        leader_epoch=state.leader_epoch + (1 if leader != state.leader else 0),
+    new = LeaderAndIsr(  # a new leader or a smaller ISR: a new leader epoch, as Kafka's
+        leader=leader,  # LeaderAndIsr.newLeaderAndIsr (followers and clients see the change)
+        leader_epoch=state.leader_epoch + 1,
         isr=isr,
         controller_epoch=epoch,
         zk_version=state.zk_version,

@@ -6,7 +6,7 @@ A replica (a broker's copy of a partition) is, as in Kafka's ReplicaStateMachine
   broker took the LeaderAndIsr;
 - OnlineReplica: its broker is live and was sent the partition's LeaderAndIsr;
 - OfflineReplica: its broker stops (controlled shutdown) or lost the replica's log dir:
-  it leaves the leadership and the ISR (``make_offline``);
+  it leaves the leadership and the ISR (``make_offline``), at the next leader epoch;
 - ReplicaDeletionStarted: no longer assigned (its topic deleted, or reassigned away):
   the ControllerBrokerRequestBatch sends it StopReplica with delete_partition and the
   deletion sentinel epoch -2; then NonExistentReplica.
@@ -66,9 +66,9 @@ def controlled_shutdown_leader_election(
     if not others:
         return None
     moved = state.leader == broker_id
-    return LeaderAndIsr(
+    return LeaderAndIsr(  # a new leader epoch either way (Kafka's removeReplicasFromIsr)
         leader=others[0] if moved else state.leader,
-        leader_epoch=state.leader_epoch + (1 if moved else 0),
+        leader_epoch=state.leader_epoch + 1,
         isr=others if moved else [b for b in state.isr if b != broker_id],
         controller_epoch=epoch,
         zk_version=state.zk_version,

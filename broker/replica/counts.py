@@ -40,7 +40,6 @@ class PartitionCounts:
 
     def _count(self) -> Counts:
         hosted = leaders = under = under_min = at_min = offline = 0
-        me = self.replicas.broker_id
         for part in list(self.replicas.partitions.values()):
             state = part.state
             if state is None:
@@ -49,7 +48,7 @@ class PartitionCounts:
             lg = part.log
             if lg is None or lg.offline:
                 offline += 1
-            elif state.leader == me:
+            elif part.is_leader:
                 leaders += 1
                 isr = len(state.isr)
                 if isr < len(state.replicas):

@@ -100,12 +100,14 @@ class ReplicaManager:
     # -- leadership listeners (the group coordinator) ---------------------------------
     def on_leadership_change(self, callback: Callable[[str, int, bool, int | None], None]) -> None:
         """``callback(topic, partition, is_leader, leader_epoch)`` after this broker becomes
-        leader of a partition (or of a new epoch of it), or stops leading it (the epoch is
-        None when the replica is stopped)."""
+        leader of a partition, or stops leading it (the epoch is None when the replica is
+        stopped). A new epoch of a partition it leads already (the controller only took a
+        replica out of the ISR) is no news to them, as in Kafka's ReplicaManager.makeLeaders:
+        a coordinator keeps the epoch it was elected at."""
         self._leadership_listeners.append(callback)
 
-    def _notify_leadership(self, part: Partition, was_leader: bool, old_epoch: int) -> None:
-        if part.is_leader and (not was_leader or part.leader_epoch != old_epoch):
+    def _notify_leadership(self, part: Partition, was_leader: bool) -> None:
+        if part.is_leader and not was_leader:
             epoch = part.leader_epoch
         elif was_leader and not part.is_leader:
             epoch = part.leader_epoch if part.state is not None else None
@@ -138,16 +140,20 @@ class ReplicaManager:
         if part.log.offline:  # Kafka answers KAFKA_STORAGE_ERROR: no leading, no following
             part.state = state
             return
-        was_leader, old_epoch = part.is_leader, part.leader_epoch
+        was_leader = part.is_leader
         old = part.state
         new_epoch = (
-            old is None or old.leader_epoch != state.leader_epoch or old.leader != state.leader
+            part.fenced  # the controller speaks to our new registration: start afresh
+            or old is None
+            or old.leader_epoch != state.leader_epoch
+            or old.leader != state.leader
         )
+        part.fenced = False
         if state.leader == self.broker_id:
             self._schedule_isr_check(part, 0)  # the next tick computes its deadline
             if new_epoch:
                 self.fetchers.remove_partition(key)
-                part.become_leader(state)
+                part.become_leader(state, keep_followers=was_leader)
                 log.info(
                     "%s-%d: leader at epoch %d (ISR %s), log end offset %d",
                     topic,
@@ -177,7 +183,28 @@ class ReplicaManager:
                 self.fetchers.add_partition(key, part, state.leader)
         part.wake_waiters()
         part.complete_delayed_produces()  # a follower now: every waiting produce fails
-        self._notify_leadership(part, was_leader, old_epoch)
+        self._notify_leadership(part, was_leader)
+
+    def fence_leaders(self) -> int:
+        """This broker lost its ZooKeeper session (its registration is gone, and the
+        controller may have moved its leaderships already): stop acting as leader
+        everywhere. Produce and follower fetches get NOT_LEADER_OR_FOLLOWER, waiting
+        acks=all produces fail, the coordinators unload; a partition leads again once
+        the controller's LeaderAndIsr (to the new registration) says so. Returns how
+        many were led."""
+        fenced = 0
+        for part in list(self.partitions.values()):
+            if not part.is_leader:
+                continue
+            fenced += 1
+            part.fenced = True
+            part.pending_isr = None
+            part.wake_waiters()
+            part.complete_delayed_produces()
+            self._notify_leadership(part, True)
+        if fenced:
+            self._counts.changed()
+        return fenced
 
     async def create_logs(self, states: dict[tuple[str, int], PartitionState]) -> None:
         """Before a LeaderAndIsr is applied: create the logs of its new partitions here
@@ -221,11 +248,11 @@ class ReplicaManager:
         part = self.partitions.pop((topic, index), None)
         if part is not None:
             self.on_partitions_changed(True)
-            was_leader, old_epoch = part.is_leader, part.leader_epoch
+            was_leader = part.is_leader
             part.state = None
             part.wake_waiters()
             part.complete_delayed_produces()
-            self._notify_leadership(part, was_leader, old_epoch)
+            self._notify_leadership(part, was_leader)
         if delete:
             self.logs.delete_log(topic, index)
 
@@ -465,6 +492,8 @@ class ReplicaManager:
     def _propose_isr(self, part: Partition, new_isr: list[int], why: str) -> None:
         if part.pending_isr is not None or sorted(new_isr) == sorted(part.isr):
             return
+        if part.stale_zk_version == part.state.zk_version:
+            return  # our state is stale: wait for the controller's (Kafka's skip)
         part.pending_isr = new_isr
         log.info(
             "%s-%d: ISR %s %s -> %s (HW %d, LEO %d)",
@@ -479,15 +508,23 @@ class ReplicaManager:
         asyncio.ensure_future(self._write_isr(part, new_isr))
 
     async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
+        """The ISR writer's conditional write on our state's zk version. Lost (ZooKeeper
+        holds a newer state: the controller moved the leadership or changed the ISR), our
+        state is stale: as Kafka's Partition.updateIsr, no ISR change is proposed again
+        until a new state comes, so the HW keeps counting every replica of the ISR we
+        know and nothing more is acknowledged on it meanwhile."""
         grows = len(new_isr) > len(part.isr)
+        version = part.state.zk_version
         try:
             ok = await self.isr_writer(part, new_isr)
         except Exception:  # noqa: BLE001 - ZooKeeper trouble: retry on the next check
             log.exception("writing the ISR of %s-%d failed", part.topic, part.index)
-            ok = False
+            ok = None
         if ok:  # Kafka's IsrExpandsPerSec / IsrShrinksPerSec
             self.isr_changes[grows] += 1
             self._counts.changed()
+        elif ok is False and part.state is not None and part.state.zk_version == version:
+            part.stale_zk_version = version
         if not ok and part.pending_isr == new_isr:
             part.pending_isr = None
         part.maybe_advance_high_watermark()

@@ -153,6 +153,12 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None  # proposed to ZooKeeper, not yet accepted
     isr_check_due: int | None = None  # when the ReplicaManager's ISR lag check looks (ms)
+    #: this broker lost its ZooKeeper session: it leads nothing (NOT_LEADER_OR_FOLLOWER)
+    #: until the controller's LeaderAndIsr for its new registration says again
+    fenced: bool = False
+    #: the zk version of the state whose conditional ISR write lost a race: our state is
+    #: stale (the controller changed it), so no ISR change is proposed until a new one comes
+    stale_zk_version: int | None = None
     #: parked fetches, as Kafka's DelayedFetch completes them: a consumer's reads up to
     #: the HW and wakes when it moves; a follower's reads up to the log end and wakes on
     #: appends, not on HW moves (it hears the HW with its next data, or at its max wait)
@@ -169,7 +175,7 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.state is not None and self.state.leader == self.broker_id
+        return self.state is not None and self.state.leader == self.broker_id and not self.fenced
 
     @property
     def leader_epoch(self) -> int:
@@ -217,12 +223,16 @@ class Partition:
             raise KafkaError(ErrorCode.unknown_leader_epoch, "the client's leader epoch is newer")
 
     # -- leadership ---------------------------------------------------------------------
-    def become_leader(self, state: PartitionState) -> None:
+    def become_leader(self, state: PartitionState, keep_followers: bool = False) -> None:
+        """Lead at ``state``'s epoch. ``keep_followers``: we led the previous epoch too
+        (the controller only changed the ISR), so what we know of the followers' logs
+        stays, as in Kafka's Partition.makeLeader for a leader that is not new."""
         now = now_ms()
         self.state = state
         self.pending_isr = None
+        kept = self.followers if keep_followers else {}
         self.followers = {
-            b: FollowerState(last_caught_up_ms=now if b in state.isr else 0)
+            b: kept.get(b) or FollowerState(last_caught_up_ms=now if b in state.isr else 0)
             for b in state.replicas
             if b != self.broker_id
         }
@@ -317,6 +327,7 @@ class Partition:
             state is None
             or log is None
             or state.leader != self.broker_id
+            or self.fenced
             or (epoch >= 0 and epoch != state.leader_epoch)
             or replica_id not in state.isr
             or offset != log.log_end_offset
@@ -403,7 +414,7 @@ class Partition:
     def maybe_advance_high_watermark(self) -> None:
         """HW = min LEO over the (maximal) ISR; it never moves backwards."""
         log, state, me = self.log, self.state, self.broker_id
-        if log is None or state is None or state.leader != me:
+        if log is None or state is None or state.leader != me or self.fenced:
             return
         # on every append and follower fetch: no set built for the maximal ISR (a
         # broker in both the ISR and the pending one is just looked at twice)

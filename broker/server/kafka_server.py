@@ -61,6 +61,11 @@ class KafkaServer:
         self.default_log_config = self.dynamic.log_config()
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self.controller_epoch_seen = 0  # the newest controller this broker has heard from
+        #: KIP-380: the czxid of our /brokers/ids/<id> registration (-1 before it); the
+        #: controller's requests carry it, and older ones are refused (STALE_BROKER_EPOCH)
+        self.broker_epoch = -1
+        #: our ZooKeeper session (and registration) is gone and not made again yet
+        self.zk_session_lost = False
         self.metadata_ready = asyncio.Event()  # set by the first UpdateMetadata
         self.cache = MetadataCache(config.broker_id)
         self.zk = KafkaZkClient(
@@ -107,6 +112,7 @@ class KafkaServer:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.bound_ports: list[int] = []
         self._stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         names = {key: spec[0] for key, spec in SUPPORTED.items()}
         self.metrics = BrokerMetrics(self, names, enabled=config["quill.metrics.port"] > 0)
         self.metrics_server: MetricsServer | None = None
@@ -251,7 +257,7 @@ class KafkaServer:
     async def start(self) -> None:
         cfg = self.config
         started = time.monotonic()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         log.info("starting broker %d", cfg.broker_id)
         await asyncio.to_thread(self.zk.start, cfg.zookeeper_connection_timeout_ms / 1000.0)
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
@@ -340,10 +346,8 @@ class KafkaServer:
             rack=cfg["broker.rack"],
             protocols={e.name: e.security_protocol for e in registered},
         )
-        await asyncio.to_thread(
-            self.zk.register_broker, info, cfg["zookeeper.session.timeout.ms"] / 1000.0 + 5
-        )
-        self.zk.keep_registered(info)
+        await asyncio.to_thread(self._register, info, cfg["zookeeper.session.timeout.ms"])
+        self.zk.keep_registered(info, self._on_session_lost, self._on_registered)
         self.controller.start()
         self._isr_propagation = asyncio.ensure_future(self.isr_changes.run())
         self.heap.freeze()  # what start-up made lives as long as the broker
@@ -353,6 +357,35 @@ class KafkaServer:
             time.monotonic() - started,
             cluster_id,
             sum(1 for _ in self.logs.all_logs()),
+        )
+
+    def _register(self, info: BrokerInfo, session_timeout_ms: int) -> None:
+        """(a thread) Register at /brokers/ids/<id>; the broker epoch is known before the
+        controller can send a request carrying it."""
+        self._on_registered(self.zk.register_broker(info, session_timeout_ms / 1000.0 + 5))
+
+    def _on_registered(self, epoch: int) -> None:
+        """(any thread) Registered with broker epoch ``epoch`` (KIP-380)."""
+        self.broker_epoch, self.zk_session_lost = epoch, False
+        log.info("registered broker %d (broker epoch %d)", self.config.broker_id, epoch)
+
+    def _on_session_lost(self) -> None:
+        """(kazoo's thread) Our ZooKeeper session expired, our registration with it: the
+        controller has moved our leaderships to others, or is doing so. Stop leading
+        until it has spoken to our next registration (issue 27: no zombie leader)."""
+        self.zk_session_lost = True
+        if not self._stop.is_set():
+            self._loop.call_soon_threadsafe(self._fence_leaders)
+
+    def _fence_leaders(self) -> None:
+        if self.replicas is None or self._stop.is_set():
+            return
+        fenced = self.replicas.fence_leaders()
+        log.warning(
+            "ZooKeeper session lost: broker %d stops leading %d partition(s) until it has "
+            "registered again and the controller's LeaderAndIsr says so",
+            self.config.broker_id,
+            fenced,
         )
 
     async def _start_metrics(self, listener_host: str) -> None:
@@ -435,7 +468,9 @@ class KafkaServer:
         controller_id = self.cache.controller_id
         if controller_id == self.config.broker_id and self.controller.is_active:
             return await asyncio.wrap_future(
-                self.controller.submit("controlled_shutdown", self.config.broker_id)
+                self.controller.submit(
+                    "controlled_shutdown", self.config.broker_id, self.broker_epoch
+                )
             )
         endpoint = self.broker_endpoint(controller_id)
         if endpoint is None:
@@ -450,7 +485,7 @@ class KafkaServer:
             resp = await conn.request(
                 7,
                 3,
-                {"broker_id": self.config.broker_id},
+                {"broker_id": self.config.broker_id, "broker_epoch": self.broker_epoch},
                 timeout_s=CONTROLLED_SHUTDOWN_REQUEST_TIMEOUT_S,
             )
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -124,28 +125,45 @@ class KafkaZkClient:
             data, _ = self.zk.get(ClusterIdZNode.path)
             return ClusterIdZNode.decode(data)
 
-    def keep_registered(self, info: BrokerInfo) -> None:
-        """Re-create ``/brokers/ids/<id>`` after a session expiry (ephemerals die with it)."""
+    def keep_registered(
+        self,
+        info: BrokerInfo,
+        on_lost: Callable[[], None] = lambda: None,
+        on_registered: Callable[[int], None] = lambda epoch: None,
+    ) -> None:
+        """Re-create ``/brokers/ids/<id>`` after a session expiry (ephemerals die with it).
+
+        ``on_lost()`` (kazoo's thread): the session expired, and the registration with it
+        (kazoo's LOST). A connection that is merely down is not a lost session: ZooKeeper
+        without a quorum expires no session, so a broker cut off from ZooKeeper learns of
+        its expiry only once it is back, as Kafka's does. ``on_registered(epoch)``:
+        registered again, with the new registration's broker epoch."""
         lost = threading.Event()
 
         def listener(state) -> None:
             if state == KazooState.LOST:
                 lost.set()
+                on_lost()
             elif state == KazooState.CONNECTED and lost.is_set():
                 lost.clear()
-                threading.Thread(target=self._reregister, args=(info,), daemon=True).start()
+                threading.Thread(
+                    target=self._reregister, args=(info, on_registered), daemon=True
+                ).start()
 
         self.zk.add_listener(listener)
 
-    def _reregister(self, info: BrokerInfo) -> None:
+    def _reregister(self, info: BrokerInfo, on_registered: Callable[[int], None]) -> None:
         log.warning("ZooKeeper session expired; registering broker %d again", info.id)
         try:
-            self.register_broker(info, wait_s=self.session_timeout_ms / 1000.0 + 5)
+            epoch = self.register_broker(info, wait_s=self.session_timeout_ms / 1000.0 + 5)
         except Exception:
             log.exception("re-registering broker %d failed", info.id)
+            return
+        on_registered(epoch)
 
-    def register_broker(self, info: BrokerInfo, wait_s: float) -> None:
-        """Create ``/brokers/ids/<id>`` (ephemeral).
+    def register_broker(self, info: BrokerInfo, wait_s: float) -> int:
+        """Create ``/brokers/ids/<id>`` (ephemeral); returns the broker epoch (KIP-380:
+        the znode's czxid).
 
         A node left by our own previous, crashed process disappears when its session
         expires, so we wait up to ``wait_s`` for that; a node that outlives the wait
@@ -156,15 +174,21 @@ class KafkaZkClient:
         warned = False
         while True:
             try:
-                self.zk.create(path, BrokerIdZNode.encode(info), ephemeral=True, makepath=True)
-                return
+                _, stat = self.zk.create(
+                    path,
+                    BrokerIdZNode.encode(info),
+                    ephemeral=True,
+                    makepath=True,
+                    include_data=True,
+                )
+                return stat.czxid
             except NodeExistsError:
                 try:
                     _, stat = self.zk.get(path)
                 except NoNodeError:
                     continue
                 if stat.ephemeralOwner == self.session_id:
-                    return
+                    return stat.czxid
                 if time.monotonic() > deadline:
                     raise ZkError(
                         f"broker.id {info.id} is already registered at {path} by another "
@@ -182,10 +206,10 @@ class KafkaZkClient:
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         try:
-            data, _ = self.zk.get(BrokerIdZNode.path(broker_id))
+            data, stat = self.zk.get(BrokerIdZNode.path(broker_id))
         except NoNodeError:
             return None
-        return BrokerIdZNode.decode(broker_id, data)
+        return BrokerIdZNode.decode(broker_id, data, stat.czxid)
 
     # -- controller ------------------------------------------------------------------
     def try_become_controller(self, broker_id: int) -> int | None:

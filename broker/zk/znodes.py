@@ -72,6 +72,9 @@ class BrokerInfo:
     rack: str | None = None
     timestamp: str = field(default_factory=_now_ms)
     protocols: dict[str, str] = field(default_factory=dict)
+    #: Kafka's broker epoch (KIP-380): the czxid of this registration's znode, a new and
+    #: larger one each time the broker registers; -1 when not read from ZooKeeper
+    epoch: int = -1
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         """(host, port) of this broker on the named listener; None if it has none."""
@@ -110,7 +113,8 @@ class BrokerIdZNode:
         return _dumps(body)
 
     @staticmethod
-    def decode(broker_id: int, data: bytes) -> BrokerInfo:
+    def decode(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
+        """``czxid``: the znode's creation zxid, the registration's broker epoch."""
         body = json.loads(data)
         endpoints = body.get("endpoints") or [f"PLAINTEXT://{body['host']}:{body['port']}"]
         host, port = body.get("host"), body.get("port")
@@ -125,6 +129,7 @@ class BrokerIdZNode:
             rack=body.get("rack"),
             timestamp=body.get("timestamp", ""),
             protocols=dict(body.get("listener_security_protocol_map") or {}),
+            epoch=czxid,
         )
 
 

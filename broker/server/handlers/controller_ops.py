@@ -5,14 +5,17 @@ NOT_CONTROLLER (Kafka in ZooKeeper mode); clients find the controller in Metadat
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
-from ...controller.controller import NotControllerError
+from ...controller.controller import NotControllerError, StaleBrokerEpochError
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
 
 
 async def controller_here(server: KafkaServer, wait_s: float = 5.0) -> bool:
@@ -36,10 +39,13 @@ async def handle_controlled_shutdown(server: KafkaServer, header: RequestHeader,
         return {"error_code": ErrorCode.not_controller, "remaining_partitions": []}
     try:
         remaining = await asyncio.wrap_future(
-            controller.submit("controlled_shutdown", req.broker_id)
+            controller.submit("controlled_shutdown", req.broker_id, req.broker_epoch)
         )
     except NotControllerError:
         return {"error_code": ErrorCode.not_controller, "remaining_partitions": []}
+    except StaleBrokerEpochError as exc:
+        log.warning("refused a controlled shutdown: %s", exc)
+        return {"error_code": ErrorCode.stale_broker_epoch, "remaining_partitions": []}
     return {
         "error_code": ErrorCode.none,
         "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining],

@@ -1,7 +1,15 @@
 """Requests brokers take from the controller: LeaderAndIsr, UpdateMetadata, StopReplica.
 
-Each is fenced by the controller epoch: a request from an older controller than one
-this broker has already heard from gets STALE_CONTROLLER_EPOCH and changes nothing.
+Each is fenced twice, as Kafka's KafkaApis does, and a fenced request changes nothing:
+
+- by the broker epoch (KIP-380): a request carrying the epoch of an older registration
+  of this broker (the czxid of an earlier ``/brokers/ids/<id>`` znode: sent to its
+  previous life) gets STALE_BROKER_EPOCH; so does every request carrying one while our
+  ZooKeeper session is lost and the registration gone (the next one is newer); -1
+  (versions without the field) is taken;
+- by the controller epoch: a request from an older controller than one this broker
+  has already heard from gets STALE_CONTROLLER_EPOCH.
+
 LeaderAndIsr with a leader epoch older than the partition's current one is refused
 for that partition the same way, as Kafka does.
 """
@@ -24,7 +32,20 @@ log = logging.getLogger(__name__)
 PROTOCOL_NAMES = {i: name for name, i in SECURITY_PROTOCOL_IDS.items()}
 
 
-def _fenced(server: KafkaServer, req: Any) -> bool:
+def _fenced(server: KafkaServer, req: Any) -> ErrorCode | None:
+    """The error a controller request is refused with, None when it is taken."""
+    epoch = getattr(req, "broker_epoch", -1)
+    if epoch >= 0 and (
+        epoch < server.broker_epoch or (server.zk_session_lost and epoch <= server.broker_epoch)
+    ):
+        log.warning(
+            "refused a request from controller %d for broker epoch %d: ours is %d%s",
+            req.controller_id,
+            epoch,
+            server.broker_epoch,
+            " (ZooKeeper session lost: registering again)" if server.zk_session_lost else "",
+        )
+        return ErrorCode.stale_broker_epoch
     if req.controller_epoch < server.controller_epoch_seen:
         log.warning(
             "refused a request from controller %d at epoch %d: the current epoch is %d",
@@ -32,9 +53,9 @@ def _fenced(server: KafkaServer, req: Any) -> bool:
             req.controller_epoch,
             server.controller_epoch_seen,
         )
-        return True
+        return ErrorCode.stale_controller_epoch
     server.controller_epoch_seen = req.controller_epoch
-    return False
+    return None
 
 
 def _partition_state(ps: Any) -> PartitionState:
@@ -50,8 +71,8 @@ def _partition_state(ps: Any) -> PartitionState:
 
 
 async def handle_leader_and_isr(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    if _fenced(server, req):
-        return {"error_code": ErrorCode.stale_controller_epoch, "partition_errors": []}
+    if (code := _fenced(server, req)) is not None:
+        return {"error_code": code, "partition_errors": []}
     states = {
         (topic.topic_name, ps.partition_index): _partition_state(ps)
         for topic in req.topic_states
@@ -88,8 +109,8 @@ def _apply_leader_and_isr(server: KafkaServer, states: dict) -> dict:
 
 
 async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    if _fenced(server, req):
-        return {"error_code": ErrorCode.stale_controller_epoch}
+    if (code := _fenced(server, req)) is not None:
+        return {"error_code": code}
     cache = server.cache
     brokers = {}
     for b in req.live_brokers:
@@ -116,8 +137,8 @@ async def handle_update_metadata(server: KafkaServer, header: RequestHeader, req
 
 
 async def handle_stop_replica(server: KafkaServer, header: RequestHeader, req: Any) -> dict:
-    if _fenced(server, req):
-        return {"error_code": ErrorCode.stale_controller_epoch, "partition_errors": []}
+    if (code := _fenced(server, req)) is not None:
+        return {"error_code": code, "partition_errors": []}
     async with server.replicas.state_change_lock:
         return _stop_replicas(server, req)
 
