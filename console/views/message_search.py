@@ -14,9 +14,10 @@ import base64
 import csv
 import io
 import json
-import re
 import time
 from dataclasses import dataclass, field
+
+import regex  # re's syntax, and a search that can time out (re's cannot)
 
 from cluster_client import admin, records, zk
 from cluster_client.errors import OpError
@@ -50,7 +51,7 @@ class Spec:
     key: bytes | None
     value: bytes | None
     header: tuple[str, bytes | None] | None
-    regex: re.Pattern | None
+    regex: regex.Pattern | None
     regex_on: str
     ts_from: int | None
     ts_to: int | None
@@ -105,7 +106,11 @@ def _partitions(raw: str, count: int) -> list[int]:
     return sorted(out)
 
 
-def _regex(raw: str) -> re.Pattern | None:
+# what a round's regex searches may run past the time budget before the search is refused
+REGEX_GRACE_S = 1.0
+
+
+def _regex(raw: str) -> regex.Pattern | None:
     if not raw:
         return None
     if len(raw) > REGEX_MAX_LEN:
@@ -113,9 +118,26 @@ def _regex(raw: str) -> re.Pattern | None:
             f"A regex is at most {REGEX_MAX_LEN} characters; this one has {len(raw)}.", "regex"
         )
     try:
-        return re.compile(raw)
-    except re.error as exc:
+        return regex.compile(raw)
+    except regex.error as exc:
         raise OpError(f"That regex does not compile: {exc}.", "regex") from None
+
+
+def _regex_search(pattern: regex.Pattern, text: str, hard_deadline: float | None) -> bool:
+    """One search, never past ``hard_deadline`` (time.monotonic): a pattern that
+    backtracks without end, such as ``(a|aa)+$``, is stopped and refused with a
+    sentence instead of holding a console worker (Python's re cannot be stopped)."""
+    timeout = None if hard_deadline is None else hard_deadline - time.monotonic()
+    try:
+        if timeout is not None and timeout <= 0:
+            raise TimeoutError
+        return pattern.search(text, timeout=timeout) is not None
+    except TimeoutError:
+        raise OpError(
+            "The regex took longer than the search's time budget on one record (a pattern "
+            "with nested repeats backtracks without end); simplify it, or raise max_ms.",
+            "regex",
+        ) from None
 
 
 def _when(raw: str, name: str) -> int | None:
@@ -183,7 +205,8 @@ def parse(q) -> Spec:
 # ---------------------------------------------------------------- matching
 
 
-def matches(spec: Spec, msg) -> bool:
+def matches(spec: Spec, msg, hard_deadline: float | None = None) -> bool:
+    """``hard_deadline``: when the regex must give up (the search's budget and a grace)."""
     key, value = msg.key() or b"", msg.value() or b""
     if spec.key is not None and spec.key not in key:
         return False
@@ -201,7 +224,7 @@ def matches(spec: Spec, msg) -> bool:
     if spec.regex is not None:
         fields = {"key": [key], "value": [value], "either": [key, value]}[spec.regex_on]
         texts = (f.decode("utf-8", errors="replace") for f in fields)
-        if not any(spec.regex.search(t) for t in texts):
+        if not any(_regex_search(spec.regex, t, hard_deadline) for t in texts):
             return False
     return True
 
@@ -335,7 +358,7 @@ def search(spec: Spec) -> dict:
             break
         msgs = _round(spec, walk, spec.max_scanned - scanned, spec.max_results - len(found))
         scanned += len(msgs)
-        found.extend(m for m in msgs if matches(spec, m))
+        found.extend(m for m in msgs if matches(spec, m, deadline + REGEX_GRACE_S))
     found.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=spec.backwards)
     return {
         "topic": spec.topic,
