@@ -5,14 +5,10 @@ the download links, a bad regex shown beside its field; light and dark screensho
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import redis
 
-from quill_stack import services
-from tests.console_helpers import CHROMIUM, OUT, start_console_and_monitor, unique
-from tests.stack_helpers import create_admin
+from tests.console_helpers import OUT, console_stack, log_in, unique
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.console_helpers"]  # the chromium `page` fixture
@@ -20,18 +16,10 @@ pytest_plugins = ["tests.console_helpers"]  # the chromium `page` fixture
 
 @pytest.fixture(scope="module")
 def stack(cluster_factory, redis_server, tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is missing: run `make install` (apt-get install chromium)")
     cluster = cluster_factory(1)
     state = tmp_path_factory.mktemp("console-search")
-    redis_url = f"redis://{redis_server.host}:{redis_server.port}/6"
-    redis.Redis.from_url(redis_url).flushdb()
-    settings = services.app_env(state, redis_url, cluster.zk_connect, cluster.bootstrap)
-    procs, port = start_console_and_monitor(state, settings)
-    password = create_admin(state)
-    yield {"cluster": cluster, "url": f"http://127.0.0.1:{port}", "password": password}
-    for proc in reversed(procs):
-        proc.stop()
+    with console_stack(cluster, redis_server, state, 6) as (url, password):
+        yield {"cluster": cluster, "url": url, "password": password}
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +58,7 @@ def rows(page) -> list[tuple[int, int]]:
 
 def test_search_every_partition_from_the_page(stack, topic, page):
     url = stack["url"]
-    page.goto(f"{url}/accounts/login/")
-    page.fill("input[name=username]", "admin")
-    page.fill("input[name=password]", stack["password"])
-    page.click("button[type=submit]")
+    log_in(page, url, stack["password"])
     page.goto(f"{url}/messages/?topic={topic}")
     page.click("#to-search")
     page.wait_for_url(f"**/messages/search?topic={topic}")

@@ -123,15 +123,12 @@ def _regex(raw: str) -> regex.Pattern | None:
         raise OpError(f"That regex does not compile: {exc}.", "regex") from None
 
 
-def _regex_search(pattern: regex.Pattern, text: str, hard_deadline: float | None) -> bool:
+def _regex_search(pattern: regex.Pattern, text: str, hard_deadline: float) -> bool:
     """One search, never past ``hard_deadline`` (time.monotonic): a pattern that
     backtracks without end, such as ``(a|aa)+$``, is stopped and refused with a
     sentence instead of holding a console worker (Python's re cannot be stopped)."""
-    timeout = None if hard_deadline is None else hard_deadline - time.monotonic()
     try:
-        if timeout is not None and timeout <= 0:
-            raise TimeoutError
-        return pattern.search(text, timeout=timeout) is not None
+        return pattern.search(text, timeout=max(0.0, hard_deadline - time.monotonic())) is not None
     except TimeoutError:
         raise OpError(
             "The regex took longer than the search's time budget on one record (a pattern "
@@ -205,7 +202,7 @@ def parse(q) -> Spec:
 # ---------------------------------------------------------------- matching
 
 
-def matches(spec: Spec, msg, hard_deadline: float | None = None) -> bool:
+def matches(spec: Spec, msg, hard_deadline: float) -> bool:
     """``hard_deadline``: when the regex must give up (the search's budget and a grace)."""
     key, value = msg.key() or b"", msg.value() or b""
     if spec.key is not None and spec.key not in key:
