@@ -204,15 +204,11 @@ def test_reassignment_throttle_holds_the_rate(cluster_factory):
     w.close()
     target = Path(cluster.broker(2).log_dir) / f"{topic}-0"
     wait_until(lambda: _dir_bytes(target) >= total, timeout=120, what="the new replica to catch up")
-    seconds = time.monotonic() - started
-    measured = total / seconds
-    print(
-        f"follower catch-up: {total:,} B in {seconds:.1f} s = {measured:,.0f} B/s (throttle {rate:,} B/s)"
-    )
-    # the throttle holds (at most +20 %); replication still runs near it on a busy machine
-    assert 0.5 * rate <= measured <= 1.2 * rate, (
-        f"{measured:,.0f} B/s against a throttle of {rate:,} B/s"
-    )
+    measured = total / (time.monotonic() - started)
+    # the throttle holds (at most +20 %). No lower bound: a busy machine copies slower
+    # than any throttle, so a floor would test the machine; the copy rate under a
+    # throttle is a figure of bench/reassign_throttle.py
+    assert measured <= 1.2 * rate, f"{measured:,.0f} B/s against a throttle of {rate:,} B/s"
     res = ConfigResource(ConfigResource.Type.BROKER, "2")
     described = admin.describe_configs([res])[res].result(30)
     assert described["follower.replication.throttled.rate"].value == str(rate)

@@ -274,6 +274,42 @@ def test_controller_failover(cluster_factory):
     assert second != first
 
 
+def test_an_admin_client_asking_during_an_election_gets_the_elected_controller(cluster_factory):
+    """Issue 27: right after a failover a broker may know no controller yet (the old
+    /controller is gone, the watch has not brought the new one). librdkafka's admin
+    client told "no controller" once its brokers are up never asks again, so its
+    CreateTopics hung. A broker that knows none now asks ZooKeeper and waits for the
+    election. Here the election is held open: a session of the test's owns /controller
+    naming no broker (-1), which no broker takes over until it is deleted."""
+    cluster = cluster_factory(2, **FAST)
+    zk, holder = cluster.zk_client(), cluster.zk_client()
+    no_controller = json.dumps({"version": 1, "brokerid": -1, "timestamp": "0"}).encode()
+    tx = holder.transaction()
+    tx.delete("/controller")
+    tx.create("/controller", no_controller, ephemeral=True)
+    assert not [r for r in tx.commit() if isinstance(r, Exception)]
+    for broker in cluster.brokers:
+        wait_until(
+            lambda b=broker: "controller is now broker -1" in b.log_tail(),
+            what=f"broker {broker.id} to know no controller",
+        )
+    topic = _name("elect")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    created = admin.create_topics([NewTopic(topic, 2, 2)])[topic]
+    time.sleep(1)  # the client asks for the controller meanwhile (no assertion on time)
+    holder.delete("/controller")  # the election ends
+    created.result(30)
+    elected = wait_until(lambda: (c := read_controller(zk)) is not None and c >= 0 and c)
+    assert elected in {b.id for b in cluster.brokers}
+    for broker in cluster.brokers:
+        wire = WireClient("127.0.0.1", broker.port)
+        try:
+            assert wire.request(3, 1, {"topics": []}).controller_id == elected
+        finally:
+            wire.close()
+    assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 2
+
+
 def test_controlled_shutdown_moves_leaderships_first(cluster_factory):
     cluster = cluster_factory(3, **FAST)
     topic = _name("ctrl")

@@ -5,6 +5,13 @@ UpdateMetadata, StopReplica). What a broker watches directly, as Kafka's brokers
 topic configs (``/config/topics/<t>``), its dynamic configs (``/config/brokers/<id>``
 and ``<default>``), and ``/controller`` (so it knows whom to forward to at once).
 
+The controller a broker names to clients (Metadata, DescribeCluster) is never "none"
+while ZooKeeper names one: between the old ``/controller``'s deletion and the watch
+that brings the new one, ZooKeeper is asked, and during an election the answer waits
+for it (``controller_id``). librdkafka's admin client told "no controller" once its
+brokers are up waits for a broker state change that never comes (issue 27: a
+CreateTopics right after a controller failover never completed).
+
 kazoo watches fire on kazoo's thread; each callback decodes the znode there and hands
 a plain value to the event loop with ``call_soon_threadsafe``.
 """
@@ -15,6 +22,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..replica.manager import ReplicaManager
@@ -23,6 +31,10 @@ from ..zk.znodes import ConfigEntityZNode, ConfigType, ControllerZNode, TopicsZN
 from .metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
+
+# how long a Metadata request waits for an election in progress to name a controller:
+# an election takes milliseconds; a client asks again after its own timeout anyway
+CONTROLLER_WAIT_S = 5.0
 
 
 class ClusterSync:
@@ -63,6 +75,27 @@ class ClusterSync:
         """Wake whoever waits for the cluster picture to change (on the event loop)."""
         self.changed.set()
         self.changed = asyncio.Event()
+
+    async def controller_id(self, timeout_s: float = CONTROLLER_WAIT_S) -> int:
+        """The controller to name to a client: the known one; while none is known,
+        ZooKeeper's (the watch may lag behind it), and while ZooKeeper names none (an
+        election in progress) the one elected, waiting up to ``timeout_s`` for it. -1
+        when ZooKeeper cannot be reached or the wait ends without a controller."""
+        if self.cache.controller_id >= 0 or not self.client.connected:
+            return self.cache.controller_id  # cut off from ZooKeeper, no election ends
+        deadline = self.loop.time() + timeout_s
+        try:
+            found = await asyncio.wait_for(asyncio.to_thread(self.zk.get_controller_id), timeout_s)
+        except (KazooException, TimeoutError):
+            return self.cache.controller_id
+        if found is not None and found >= 0:
+            return found
+        while self.cache.controller_id < 0 and (remaining := deadline - self.loop.time()) > 0:
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except TimeoutError:
+                break
+        return self.cache.controller_id
 
     # -- kazoo thread ---------------------------------------------------------------------------
     def _controller_changed(self, data, _stat) -> None:

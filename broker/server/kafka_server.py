@@ -192,6 +192,12 @@ class KafkaServer:
             except TimeoutError:
                 log.warning("no UpdateMetadata from a controller yet; answering from what is known")
 
+    async def controller_id(self) -> int:
+        """The controller to name in Metadata and DescribeCluster (ClusterSync.controller_id)."""
+        if self.cluster_sync is None:
+            return self.cache.controller_id
+        return await self.cluster_sync.controller_id()
+
     # -- dynamic broker configs (KIP-226) ----------------------------------------------------
     def on_broker_config(self, entity: str, config: dict[str, str]) -> None:
         """/config/brokers/<id> or <default> changed (a watch, or read at start-up)."""

@@ -181,7 +181,7 @@ async def handle_metadata(server: KafkaServer, header: RequestHeader, req: Any) 
             for b, (host, port) in _brokers_on_listener(cache)
         ],
         "cluster_id": cache.cluster_id,
-        "controller_id": cache.controller_id,
+        "controller_id": await server.controller_id(),
         "topics": topics,
         "cluster_authorized_operations": AUTH_OPS_UNKNOWN,
     }
@@ -197,7 +197,7 @@ async def handle_describe_cluster(server: KafkaServer, header: RequestHeader, re
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": cache.cluster_id,
-        "controller_id": cache.controller_id,
+        "controller_id": await server.controller_id(),
         "brokers": [
             {"broker_id": b.id, "host": host, "port": port, "rack": b.rack}
             for b, (host, port) in _brokers_on_listener(cache)
