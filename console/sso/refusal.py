@@ -1,0 +1,23 @@
+"""Why a login was refused, kept on the request for the login page and the audit log."""
+
+from __future__ import annotations
+
+ATTRIBUTE = "quill_login_refusal"
+
+
+def refuse(request, message: str) -> None:
+    if request is not None:
+        setattr(request, ATTRIBUTE, message)
+
+
+def refusal(request) -> str:
+    return getattr(request, ATTRIBUTE, "") if request is not None else ""
+
+
+def ldap_unreachable(sender, context=None, request=None, exception=None, **kwargs) -> None:
+    """django-auth-ldap's ldap_error: the directory is down or refused our bind."""
+    refuse(
+        request,
+        "The LDAP directory could not be reached, so directory accounts cannot log in "
+        "now; local console accounts still can.",
+    )
