@@ -25,7 +25,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from quill_stack.ports import free_port
+from quill_stack.ports import free_port, free_ports
 from quill_stack.services import PROJECT_ROOT
 from tests.wait_helpers import wait_until
 
@@ -89,6 +89,9 @@ suffix "{suffix}"
 rootdn "{rootdn}"
 rootpw {rootpw}
 directory {dir}/data
+TLSCACertificateFile {ca}
+TLSCertificateFile {cert}
+TLSCertificateKeyFile {key}
 access to attrs=userPassword by self write by anonymous auth by * none
 access to * by * read
 """
@@ -102,17 +105,43 @@ def _listening(port: int) -> bool:
         return False
 
 
+def tls_files(tls_dir: Path, name: str) -> tuple[Path, Path, Path]:
+    """(CA certificate, certificate, key) for a server on 127.0.0.1, from quill_stack's
+    test CA in `tls_dir` (one PEM there, split as slapd wants it)."""
+    from quill_stack.tls import ensure_server_cert
+
+    pem = ensure_server_cert(tls_dir, name, ["127.0.0.1"]).read_text()
+    blocks = [f"-----BEGIN{b}" for b in pem.split("-----BEGIN")[1:]]
+    key = tls_dir / f"{name}.key"
+    key.write_text("".join(b for b in blocks if "PRIVATE KEY" in b))
+    cert = tls_dir / f"{name}.crt"
+    cert.write_text(next(b for b in blocks if "CERTIFICATE" in b))
+    return tls_dir / "ca.crt", cert, key
+
+
 class Slapd:
-    """slapd in `root` (config, data, log) on ldap://127.0.0.1:<port>/; stop() and
+    """slapd in `root` (config, data, log) on ldap://127.0.0.1:<port>/ (StartTLS offered)
+    and ldaps://127.0.0.1:<tls_port>/, its certificate from the CA `ca`; stop() and
     start() again to take the directory down and up."""
 
     def __init__(self, root: Path) -> None:
-        self.root, self.port = root, free_port()
+        self.root, (self.port, self.tls_port) = root, free_ports(2)
         self.uri = f"ldap://127.0.0.1:{self.port}/"
+        self.ldaps_uri = f"ldaps://127.0.0.1:{self.tls_port}/"
         self.conf = root / "slapd.conf"
         (root / "data").mkdir(parents=True)
+        (root / "tls").mkdir()
+        self.ca, cert, key = tls_files(root / "tls", "slapd")
         self.conf.write_text(
-            SLAPD_CONF.format(dir=root, suffix=SUFFIX, rootdn=ROOT_DN, rootpw=ROOT_PW)
+            SLAPD_CONF.format(
+                dir=root,
+                suffix=SUFFIX,
+                rootdn=ROOT_DN,
+                rootpw=ROOT_PW,
+                ca=self.ca,
+                cert=cert,
+                key=key,
+            )
         )
         ldif = root / "directory.ldif"
         ldif.write_text(directory_ldif())
@@ -122,9 +151,11 @@ class Slapd:
     def start(self) -> None:
         log = open(self.root / "slapd.log", "ab")
         # -d 0: stay in the foreground (a child we can stop), no debug output
-        cmd = ["slapd", "-d", "0", "-f", str(self.conf), "-h", self.uri]
+        urls = f"{self.uri} {self.ldaps_uri}"
+        cmd = ["slapd", "-d", "0", "-f", str(self.conf), "-h", urls]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
         wait_until(lambda: _listening(self.port), 30, f"slapd on {self.uri}")
+        wait_until(lambda: _listening(self.tls_port), 30, f"slapd on {self.ldaps_uri}")
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -17,6 +17,7 @@ from tests.sso_helpers import (
     log_in_form,
     password,
     slapd,  # noqa: F401 - the module's directory
+    tls_files,
     user_dn,
 )
 
@@ -129,11 +130,46 @@ def test_ldap_down_is_said_and_local_logins_still_work(ldap_console):
         client = Client()
         answer = log_in_form(client, "alice", password("alice"))
         assert answer.status_code == 200 and logged_in_as(client) is None
-        assert b"The LDAP directory could not be reached" in answer.content
+        said = "The console could not use the LDAP directory (Can&#x27;t contact LDAP server)"
+        assert said.encode() in answer.content
         entry = AuditEntry.objects.get(action="login.failed", target="login:alice")
-        assert "could not be reached" in entry.detail
+        assert "(Can't contact LDAP server): directory accounts cannot log in" in entry.detail
         assert log_in_form(client, "local-op", "local-op-pw-9").status_code == 302
         assert logged_in_as(client) == "local-op"
     finally:
         ldap_console.start()
     assert log_in_form(Client(), "alice", password("alice")).status_code == 302
+
+
+@pytest.mark.parametrize("how", ["starttls", "ldaps"])
+def test_ldap_over_tls_with_the_directorys_ca(settings, monkeypatch, slapd, how):  # noqa: F811
+    env = {**ldap_env(slapd), "QUILL_LDAP_CA_FILE": str(slapd.ca)}
+    if how == "starttls":
+        env["QUILL_LDAP_START_TLS"] = "true"
+    else:
+        env["QUILL_LDAP_SERVER_URI"] = slapd.ldaps_uri
+    apply_sso(settings, monkeypatch, env)
+    client = Client()
+    assert log_in_form(client, "oscar", password("oscar")).status_code == 302
+    assert role_of(get_user_model().objects.get(username="oscar")) == OPERATOR
+
+
+@pytest.mark.parametrize("how", ["starttls", "ldaps"])
+def test_ldap_tls_refuses_a_certificate_of_another_ca(
+    settings,
+    monkeypatch,
+    slapd,  # noqa: F811
+    tmp_path,
+    how,
+):
+    other_ca, _, _ = tls_files(tmp_path, "elsewhere")
+    env = {**ldap_env(slapd), "QUILL_LDAP_CA_FILE": str(other_ca)}
+    if how == "starttls":
+        env["QUILL_LDAP_START_TLS"] = "true"
+    else:
+        env["QUILL_LDAP_SERVER_URI"] = slapd.ldaps_uri
+    apply_sso(settings, monkeypatch, env)
+    client = Client()
+    answer = log_in_form(client, "oscar", password("oscar"))
+    assert answer.status_code == 200 and logged_in_as(client) is None
+    assert b"The console could not use the LDAP directory" in answer.content

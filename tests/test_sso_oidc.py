@@ -15,6 +15,7 @@ from django.test import Client
 
 from console.models import AuditEntry
 from console.roles import ADMIN, OPERATOR, VIEWER, role_of
+from quill_stack.ports import free_port
 from tests.sso_helpers import (
     PROVIDER_NAME,
     TokenRelay,
@@ -180,3 +181,14 @@ def test_relay_passing_the_token_unchanged_logs_in(settings, monkeypatch, op, li
     """The relay alone is no reason for the refusals above."""
     apply_sso(settings, monkeypatch, oidc_env(op, token_endpoint=relay.url))
     assert sign_in(live_server.url, "alice").url == f"{live_server.url}{LANDING}"
+
+
+def test_provider_unreachable_is_said(settings, monkeypatch, op, live_server):  # noqa: F811
+    """The token endpoint down (after the browser came back): a sentence, no 500."""
+    closed = f"http://127.0.0.1:{free_port()}/token"
+    apply_sso(settings, monkeypatch, oidc_env(op, token_endpoint=closed))
+    answer = sign_in(live_server.url, "alice")
+    assert answer.status_code == 200 and answer.url == f"{live_server.url}/accounts/login/"
+    said = "Sign-in with Quill IdP failed: the provider could not be reached or refused"
+    assert said in answer.text
+    assert "ConnectionError" in failures()[-1]

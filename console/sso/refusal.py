@@ -15,9 +15,12 @@ def refusal(request) -> str:
 
 
 def ldap_unreachable(sender, context=None, request=None, exception=None, **kwargs) -> None:
-    """django-auth-ldap's ldap_error: the directory is down or refused our bind."""
+    """django-auth-ldap's ldap_error: the directory is down, its certificate is not
+    trusted, or it refused the console's own bind."""
+    info = exception.args[0] if exception is not None and exception.args else {}
+    why = info.get("desc", "") if isinstance(info, dict) else str(info)
     refuse(
         request,
-        "The LDAP directory could not be reached, so directory accounts cannot log in "
-        "now; local console accounts still can.",
+        f"The console could not use the LDAP directory ({why or type(exception).__name__}): "
+        "directory accounts cannot log in now; local console accounts still can.",
     )

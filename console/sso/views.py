@@ -59,8 +59,10 @@ class OIDCCallback(oidc_views.OIDCAuthenticationCallbackView):
         except SuspiciousOperation as exc:
             return self.refused(str(exc))
         except requests.RequestException as exc:
-            log.warning("OIDC provider unreachable: %s", exc)
-            return self.refused(f"the provider could not be reached ({type(exc).__name__})")
+            log.warning("OIDC provider unreachable or refusing: %s", exc)
+            return self.refused(
+                f"the provider could not be reached or refused the request ({type(exc).__name__})"
+            )
 
     def login_failure(self):
         reason = refusal(self.request) or self.request.GET.get("error_description", "")
