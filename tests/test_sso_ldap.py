@@ -53,6 +53,22 @@ def test_ldap_login_role_from_groups(ldap_console, name, role):
     assert user.email == f"{name}@quill.test"
     entry = AuditEntry.objects.filter(action="login", username=name).get()
     assert entry.detail.startswith(f"via LDAP as {role} (from 127.0.0.1")
+    if role == ADMIN:  # the users page says whose role the directory sets
+        users = client.get("/users/").content.decode()
+        assert "single sign-on</span>" in users and "from their groups at each login" in users
+        change = {"action": "role", "username": name, "role": VIEWER}
+        refused = client.post("/users/action", change).content.decode()
+        assert "signs in with single sign-on: the role comes from their groups" in refused
+        assert role_of(get_user_model().objects.get(username=name)) == ADMIN
+
+
+def test_ldap_user_deactivated_in_the_console_is_refused(ldap_console):
+    assert log_in_form(Client(), "vera", password("vera")).status_code == 302
+    get_user_model().objects.filter(username="vera").update(is_active=False)
+    client = Client()
+    answer = log_in_form(client, "vera", password("vera"))
+    assert answer.status_code == 200 and logged_in_as(client) is None
+    assert b"vera is deactivated in the console." in answer.content
 
 
 @pytest.mark.parametrize(("name", "secret"), [("alice", "wrong-pw"), ("zed", "pw-zed-7")])
@@ -108,6 +124,15 @@ def test_ldap_role_follows_group_changes_at_each_login(ldap_console):
             join("quill-viewers")
     finally:
         join("quill-admins")
+
+
+def test_ldap_never_takes_over_an_api_only_account(ldap_console):
+    """An account without a password (API tokens only) is not the directory's either."""
+    get_user_model().objects.create_user("oscar")  # unusable password
+    client = Client()
+    answer = log_in_form(client, "oscar", password("oscar"))
+    assert answer.status_code == 200 and logged_in_as(client) is None
+    assert b"oscar is a local console account" in answer.content
 
 
 def test_ldap_never_takes_over_a_local_account(ldap_console):

@@ -1,7 +1,7 @@
 """The SSO authentication backends. Both set the user's role from the groups the
 directory or the provider names at every login, refuse a user in no mapped group (and
-take any role they held away), and never log in to a local account (one with a
-password of its own): a directory entry named `admin` does not become the local admin.
+take any role they held away), and never log in to an account they did not make
+(console.sso.accounts): a directory entry named `admin` does not become the local admin.
 
 Why a login was refused is left on the request (console.sso.refusal) for the login
 page and the audit log."""
@@ -16,6 +16,7 @@ from django_auth_ldap.backend import LDAPBackend
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from console.roles import ROLES, set_role
+from console.sso.accounts import is_sso, mark_sso
 from console.sso.refusal import refusal, refuse
 
 
@@ -29,7 +30,11 @@ def apply_role(request, user, role: str | None, source: str):
     """Give `user` exactly `role` (None: no role, and the login is refused)."""
     user.is_superuser = user.is_staff = False  # the directory decides, not a flag
     user.save(update_fields=["is_superuser", "is_staff"])
+    mark_sso(user)
     set_role(user, role)
+    if not user.is_active:
+        refuse(request, f"{user.get_username()} is deactivated in the console.")
+        return None
     if role is None:
         refuse(
             request,
@@ -41,14 +46,14 @@ def apply_role(request, user, role: str | None, source: str):
 
 
 def is_local(user) -> bool:
-    return user.pk is not None and user.has_usable_password()
+    """An existing account no SSO login made (a password, or API tokens only)."""
+    return user.pk is not None and not is_sso(user)
 
 
 def refuse_local(request, username: str, source: str) -> None:
     refuse(
         request,
-        f"{username} is a local console account; it cannot be signed in with {source}. "
-        "Log in with its console password.",
+        f"{username} is a local console account; it cannot be signed in with {source}.",
     )
 
 
