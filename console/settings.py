@@ -240,4 +240,5 @@ _SSO_LDAP, _SSO_OIDC = _sso.ldap_settings(), _sso.oidc_settings()
 globals().update(_SSO_LDAP, **_SSO_OIDC)
 AUTHENTICATION_BACKENDS += _sso.backends(_SSO_LDAP, _SSO_OIDC)
 QUILL_OIDC_ENABLED = bool(_SSO_OIDC)
+AXES_WHITELIST_CALLABLE = "console.sso.config.oidc_callback_not_rate_limited"
 # ---------------------------------------------------------------- end of single sign-on

@@ -192,3 +192,11 @@ def test_provider_unreachable_is_said(settings, monkeypatch, op, live_server):  
     said = "Sign-in with Quill IdP failed: the provider could not be reached or refused"
     assert said in answer.text
     assert "ConnectionError" in failures()[-1]
+
+
+def test_refusals_do_not_lock_other_users_out(console, settings):
+    """Login rate limiting (django-axes) counts per user name and address; failed OIDC
+    callbacks carry no name, so they must not lock everyone at the address out."""
+    for _ in range(settings.AXES_FAILURE_LIMIT + 1):
+        assert sign_in(console, "nora").url == f"{console}/accounts/login/"
+    assert sign_in(console, "alice").url == f"{console}{LANDING}"

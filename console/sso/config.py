@@ -154,3 +154,11 @@ def backends(ldap: dict, oidc: dict) -> list[str]:
     """The SSO backends to append after the local one (local logins are tried first, so
     they never wait on a directory)."""
     return ([LDAP_BACKEND] if ldap else []) + ([OIDC_BACKEND] if oidc else [])
+
+
+def oidc_callback_not_rate_limited(request, credentials=None) -> bool:
+    """AXES_WHITELIST_CALLABLE: the OIDC callback is left out of django-axes' lockout.
+    It carries no user name, so its failures would lock everyone at the address out
+    (an office behind one NAT); each callback needs a state from this browser's session
+    and a code from the provider, whose own login form is where passwords are tried."""
+    return request is not None and request.path_info.startswith("/accounts/oidc/")
