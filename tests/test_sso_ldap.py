@@ -198,3 +198,28 @@ def test_ldap_tls_refuses_a_certificate_of_another_ca(
     answer = log_in_form(client, "oscar", password("oscar"))
     assert answer.status_code == 200 and logged_in_as(client) is None
     assert b"The console could not use the LDAP directory" in answer.content
+
+
+def test_sso_misconfiguration_names_the_variable(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    monkeypatch.setenv("QUILL_LDAP_SERVER_URI", "ldap://127.0.0.1:1/")
+    with pytest.raises(ImproperlyConfigured, match="QUILL_LDAP_USER_SEARCH_BASE"):
+        config.ldap_settings()
+    monkeypatch.setenv("QUILL_LDAP_USER_SEARCH_BASE", "ou=people,dc=x")
+    monkeypatch.setenv("QUILL_LDAP_GROUP_SEARCH_BASE", "ou=groups,dc=x")
+    with pytest.raises(ImproperlyConfigured, match="QUILL_LDAP_ADMIN_GROUPS"):
+        config.ldap_settings()
+    monkeypatch.setenv("QUILL_LDAP_GROUP_TYPE", "groupOfWonders")
+    monkeypatch.setenv("QUILL_LDAP_VIEWER_GROUPS", "cn=v,ou=groups,dc=x")
+    with pytest.raises(ImproperlyConfigured, match="QUILL_LDAP_GROUP_TYPE must be one of"):
+        config.ldap_settings()
+    monkeypatch.setenv("QUILL_OIDC_CLIENT_ID", "console")
+    with pytest.raises(ImproperlyConfigured, match="QUILL_OIDC_ISSUER"):
+        config.oidc_settings()
+
+
+def test_higher_role_wins_for_a_group_named_twice(monkeypatch):
+    monkeypatch.setenv("QUILL_OIDC_VIEWER_GROUPS", "devs; ops")
+    monkeypatch.setenv("QUILL_OIDC_ADMIN_GROUPS", "ops")
+    assert config.role_groups("QUILL_OIDC", fold_case=False) == {"devs": VIEWER, "ops": ADMIN}
