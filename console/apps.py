@@ -16,13 +16,18 @@ class ConsoleConfig(AppConfig):
 
     def ready(self):
         from django.contrib.admin.models import LogEntry
-        from django.contrib.auth.signals import user_login_failed
+        from django.contrib.auth.signals import user_logged_in, user_login_failed
+        from django_auth_ldap.backend import ldap_error
 
         from console import audit
+        from console.sso.refusal import ldap_unreachable
 
         # After every migrate (permissions exist by then): the viewer, operator and admin
         # groups with their permissions.
         post_migrate.connect(_ensure_role_groups, sender=self)
         # Failed logins (with the name tried) and every change made in /admin/.
         user_login_failed.connect(audit.login_failed, dispatch_uid="quill-login-failed")
+        # Sign-on: LDAP and OIDC logins, and a directory that cannot be reached.
+        user_logged_in.connect(audit.sso_login, dispatch_uid="quill-sso-login")
+        ldap_error.connect(ldap_unreachable, dispatch_uid="quill-ldap-error")
         post_save.connect(audit.admin_change, sender=LogEntry, dispatch_uid="quill-admin")

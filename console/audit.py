@@ -4,6 +4,8 @@ and after. Operations in console.changes call `record` once per attempt."""
 from __future__ import annotations
 
 from console.models import AuditEntry
+from console.roles import role_of
+from console.sso.refusal import refusal
 
 MAX_PAGE = 5000  # entries one request may list
 
@@ -53,16 +55,50 @@ def client_address(request) -> str:
 
 
 def login_failed(sender, credentials=None, request=None, **kwargs) -> None:
-    """django.contrib.auth's user_login_failed: the name tried, never the password."""
-    name = str((credentials or {}).get("username") or "")[:150]
+    """django.contrib.auth's user_login_failed: the name tried, never the password, and
+    why an SSO backend refused it (no mapped group, directory down) when it did."""
+    name = str((credentials or {}).get("username") or "")
+    if not name:
+        return  # the OIDC callback: sso_login_failed records it with its reason
     source = "admin" if request is not None and request.path.startswith("/admin/") else "ui"
+    reason = refusal(request) or "wrong user name or password"
     record(
         None,
         source,
         "login.failed",
-        f"login:{name}",
+        f"login:{name[:150]}",
         ok=False,
-        detail=f"wrong user name or password from {client_address(request)}",
+        detail=f"{reason} (from {client_address(request)})",
+    )
+
+
+def sso_login_failed(request, provider: str, reason: str) -> None:
+    """An OpenID Connect sign-in that failed (bad state, token, groups, provider)."""
+    record(
+        None,
+        "ui",
+        "login.failed",
+        f"login:{provider}"[:512],
+        ok=False,
+        detail=f"{reason} (from {client_address(request)})",
+    )
+
+
+SSO_BACKENDS = {"LDAPRoleBackend": "LDAP", "OIDCRoleBackend": "OpenID Connect"}
+
+
+def sso_login(sender, request=None, user=None, **kwargs) -> None:
+    """user_logged_in through LDAP or OIDC: who, with which role, from where (local
+    logins are not recorded: tests and scripts log in by the thousand)."""
+    via = SSO_BACKENDS.get(str(getattr(user, "backend", "")).rsplit(".", 1)[-1])
+    if via is None:
+        return
+    record(
+        user,
+        "ui",
+        "login",
+        f"login:{user.get_username()}"[:512],
+        detail=f"via {via} as {role_of(user)} (from {client_address(request)})",
     )
 
 

@@ -229,3 +229,16 @@ LOGGING = {
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["stderr"], "level": env("QUILL_LOG_LEVEL", "INFO")},
 }
+
+# ---------------------------------------------------------------- single sign-on
+# LDAP (QUILL_LDAP_*) and OpenID Connect (QUILL_OIDC_*) logins beside the local ones,
+# roles from group membership at each login (console/sso, README "Single sign-on").
+# Neither set: local logins only, the login page unchanged.
+from console.sso import config as _sso  # noqa: E402 - this block stays apart for merges
+
+_SSO_LDAP, _SSO_OIDC = _sso.ldap_settings(), _sso.oidc_settings()
+globals().update(_SSO_LDAP, **_SSO_OIDC)
+AUTHENTICATION_BACKENDS += _sso.backends(_SSO_LDAP, _SSO_OIDC)
+QUILL_OIDC_ENABLED = bool(_SSO_OIDC)
+AXES_WHITELIST_CALLABLE = "console.sso.config.oidc_callback_not_rate_limited"
+# ---------------------------------------------------------------- end of single sign-on

@@ -4,6 +4,7 @@ from django.urls import path
 
 from console import converters  # noqa: F401 - registers <kname:...>
 from console.api import api
+from console.sso import views as sso
 from console.views import (
     alerts,
     audit,
@@ -68,7 +69,9 @@ urlpatterns = [
     path("account/tokens/action", users.token_action, name="token-action"),
     path("healthz", cluster.healthz, name="healthz"),
     path("metrics", metrics.metrics, name="metrics"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", sso.LoginView.as_view(), name="login"),
+    path("accounts/oidc/start", sso.oidc_start, name="oidc-start"),
+    path("accounts/oidc/callback", sso.oidc_callback, name="oidc-callback"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),

@@ -16,7 +16,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # dependency of pyjks, for JKS keystores) is built from source, having no wheel, and the
 # broker's hot path is compiled (scripts/build_hotpath.py)
 # iproute2, iptables: the fault-injection harness (faults/) makes hosts of network namespaces
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables)
+# libldap-dev, libsasl2-dev: python-ldap (the console's LDAP sign-on) is built from source;
+# slapd, ldap-utils: the sign-on tests run a real OpenLDAP server (tests/sso_helpers.py)
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables libldap-dev libsasl2-dev slapd ldap-utils)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}
@@ -68,6 +70,7 @@ if ((${#missing[@]})); then
         case "$pkg" in
             redis-server) stop_new_service redis-server ;;
             zookeeper | zookeeperd) stop_new_service zookeeper ;;
+            slapd) stop_new_service slapd ;;
         esac
     done
 fi

@@ -10,6 +10,7 @@ from cluster_client.errors import NotFound, OpError
 from console.changes import Actor
 from console.models import ApiToken
 from console.roles import ADMIN, ROLES, role_of, set_role
+from console.sso.accounts import is_sso
 
 
 def _role(role: str) -> str:
@@ -49,6 +50,12 @@ def change_role(actor: Actor, username: str, role: str):
     user = _existing(username)
     if user.is_superuser:
         raise OpError(f"{username!r} is a superuser and always an admin.", "role")
+    if is_sso(user):
+        raise OpError(
+            f"{username!r} signs in with single sign-on: the role comes from their groups "
+            "at each login; change their groups in the directory or at the provider.",
+            "role",
+        )
     before = role_of(user)
     set_role(user, _role(role))
     actor.done("user.role", f"user:{username}", {"role": before}, {"role": role})

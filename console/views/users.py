@@ -10,12 +10,17 @@ from django.views.decorators.http import require_POST
 from console.changes import users as user_ops
 from console.models import ApiToken
 from console.roles import ADMIN, ROLES, VIEWER, has_role, role_of, role_required
+from console.sso.accounts import sso_user_ids
 from console.views.common import attempt, page
 
 
 @role_required(ADMIN)
 def user_list(request: HttpRequest, errors=None, status=200) -> HttpResponse:
-    users = [{"user": u, "role": role_of(u)} for u in get_user_model().objects.order_by("username")]
+    sso = sso_user_ids()
+    users = [
+        {"user": u, "role": role_of(u), "sso": u.pk in sso}
+        for u in get_user_model().objects.order_by("username")
+    ]
     context = {
         "users": users,
         "roles": ROLES,
