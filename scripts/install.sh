@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # dependency of pyjks, for JKS keystores) is built from source, having no wheel, and the
 # broker's hot path is compiled (scripts/build_hotpath.py)
 # iproute2, iptables: the fault-injection harness (faults/) makes hosts of network namespaces
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables)
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables protobuf-compiler libprotobuf-dev)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}
