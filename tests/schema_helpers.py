@@ -113,3 +113,16 @@ def proto_classes(text: str, names: list[str]) -> dict:
     for name in names:
         classes[name] = message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
     return classes
+
+
+def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
+    """A one-partition topic holding (key, value) records, written by confluent-kafka."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic exists
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for key, value in items:
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0

@@ -16,6 +16,7 @@ from tests.schema_helpers import (
     SHOP_PROTO,
     Registry,
     avro_bytes,
+    produce,
     proto_classes,
     wire,
 )
@@ -38,18 +39,6 @@ def registry():
     reg.garbage.add(GARBAGE_ID)
     yield reg
     reg.close()
-
-
-def produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes]]) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic exists
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for key, value in items:
-        producer.produce(topic, key=key, value=value, partition=0)
-    assert producer.flush(30) == 0
 
 
 @pytest.fixture(scope="module")

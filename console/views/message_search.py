@@ -353,8 +353,9 @@ def search(spec: Spec) -> dict:
     timestamp (newest first when walking backwards). The bounds are checked between
     rounds: a round's matches are all kept, so `matched` may pass `max_results`."""
     walk = _begin(spec)
+    decoder = Decoder(spec.topic)  # its schemas read before the clock starts
     deadline = time.monotonic() + spec.max_ms / 1000
-    decoder = Decoder(spec.topic, deadline + REGEX_GRACE_S)
+    decoder.deadline = deadline + REGEX_GRACE_S
     found, scanned, stopped = [], 0, None
     while walk.cursor:
         if scanned >= spec.max_scanned:
