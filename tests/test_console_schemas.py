@@ -301,6 +301,7 @@ def test_a_schema_that_does_not_compile_is_a_400(console, raw_topic, body, field
     assert resp.status_code == 400, resp.content
     got = resp.json()
     assert field in got["errors"] and words in got["detail"], got
+    assert "WARNING" not in got["detail"] and not got["detail"].endswith(".."), got
 
 
 def test_upload_form_keeps_the_text_and_says_why(console, raw_topic):

@@ -99,6 +99,7 @@ def test_decoded_records_upload_and_search(stack, topics, page):
         "message User { strin name = 1; }"
     )
     shot(page, "61-schema-upload-error")
+    assert page.input_value("#schema-form select[name=part]") == "value"  # the default
     page.select_option("#schema-form select[name=kind]", "avro")
     page.fill("#schema-form textarea[name=schema]", json.dumps(AVRO_USER, indent=2))
     page.click("#schema-form button[type=submit]")

@@ -68,7 +68,7 @@ def upload(actor: Actor, topic: str, part: str, kind: str, schema: str, message:
             message = ""
     except codec.SchemaError as exc:
         field = "message" if str(exc).startswith("no message") else "schema"
-        raise OpError(f"That schema cannot be used: {exc}.", field) from None
+        raise OpError(f"That schema cannot be used: {str(exc).rstrip('.')}.", field) from None
     Model = _model()
     row = Model.objects.filter(topic=topic, part=part).first()
     before = _audit(row)

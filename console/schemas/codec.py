@@ -145,8 +145,10 @@ def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
         except subprocess.TimeoutExpired:
             raise SchemaError(f"protoc took more than {PROTOC_TIMEOUT_S} s") from None
         if run.returncode != 0:
-            lines = run.stderr.decode("utf-8", "replace").replace(tmp + os.sep, "").splitlines()
-            raise SchemaError("the .proto does not compile: " + "; ".join(lines[:3]))
+            text = run.stderr.decode("utf-8", "replace").replace(tmp + os.sep, "")
+            lines = [x for x in text.splitlines() if x.strip() and "libprotobuf WARNING" not in x]
+            why = "; ".join(lines[:3]) or f"protoc exited with {run.returncode}"
+            raise SchemaError(f"the .proto does not compile: {why.rstrip('.')}")
         with open(out, "rb") as f:
             return descriptor_pb2.FileDescriptorSet.FromString(f.read())
 

@@ -129,7 +129,7 @@ def schema_delete(request: HttpRequest) -> HttpResponse:
 def _back_to_topic(request: HttpRequest, topic: str) -> HttpResponse:
     query = request.GET.copy()
     query["topic"] = topic
-    return redirect(f"{reverse('messages')}?{query.urlencode()}#schemas")
+    return redirect(f"{reverse('messages')}?{query.urlencode()}")
 
 
 @role_required(VIEWER)
