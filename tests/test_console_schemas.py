@@ -203,7 +203,8 @@ RECURSIVE = {
 @pytest.fixture(scope="module")
 def raw_topic(console_cluster):
     """Raw Avro values (no wire format), raw Protobuf keys: offset 0 bob, 1 carol, 2 a
-    value that is not Avro of the schema, 3 a recursive value 200 levels deep."""
+    value that is not Avro of the schema, 3 a recursive value 200 levels deep, 4 a value
+    whose first byte is 0 and an empty key."""
     customer = proto_classes(SHOP_PROTO, NAMES)["shop.Customer"]
     name = unique("raw")
     produce(
@@ -220,6 +221,8 @@ def raw_topic(console_cluster):
             ),
             (b"\xff", b"\x02"),
             (None, b"\x02" * 200 + b"\x00"),
+            # a raw value that starts with byte 0 (an empty name) and a key with no field set
+            (customer().SerializeToString(), avro_bytes(AVRO_USER, {"name": "", "visits": 2**30})),
         ],
     )
     return name
@@ -332,3 +335,17 @@ def test_payload_larger_than_the_bound_is_shown_raw(console, raw_topic, monkeypa
     recs = read(client, raw_topic)
     assert recs[0]["value_schema"]["error"] is None  # 5 bytes
     assert "larger than 6" in recs[1]["value_schema"]["error"]  # carol: 7 bytes
+
+
+def test_raw_value_starting_with_zero_falls_back_to_the_uploaded_schema(with_registry, raw_topic):
+    operator = with_registry.login("operator")
+    avro = {"kind": "avro", "schema": json.dumps(AVRO_USER)}
+    assert put_schema(operator, raw_topic, "value", avro).status_code == 200
+    proto = {"kind": "protobuf", "schema": SHOP_PROTO, "message": "shop.Customer"}
+    assert put_schema(operator, raw_topic, "key", proto).status_code == 200
+    rec = read(with_registry.login("viewer"), raw_topic)[4]
+    # bytes 1-4 read as a schema id (0x80808080) are not in the registry: the uploaded schema
+    assert rec["value_schema"]["badge"] == "Avro (value schema)"
+    assert json.loads(rec["value_schema"]["json"]) == {"name": "", "visits": 2**30}
+    # proto3 fields left at their defaults are shown, not dropped
+    assert json.loads(rec["key_schema"]["json"]) == {"name": ""}

@@ -217,7 +217,9 @@ def decode_protobuf(compiled: Compiled, full_name: str, payload: bytes):
     msg = compiled.message_class(full_name)()
     try:
         msg.ParseFromString(payload)
-        return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        return json_format.MessageToDict(
+            msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
     except (DecodeError, RecursionError, ValueError) as exc:
         raise SchemaError(f"not Protobuf {full_name}: {exc or 'does not parse'}") from None
 

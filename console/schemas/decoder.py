@@ -60,7 +60,13 @@ class Decoder:
         try:
             return self._wire(data) if wire else self._uploaded(data, part)
         except SchemaError as exc:
-            return _failed(getattr(exc, "badge", "schema"), str(exc))
+            failed = _failed(getattr(exc, "badge", "schema"), str(exc))
+        if wire and part in self.uploaded:  # a raw payload that happens to start with 0
+            try:
+                return self._uploaded(data, part)
+            except SchemaError:
+                pass
+        return failed
 
     def _wire(self, data: bytes) -> dict:
         schema_id = int.from_bytes(data[1:5], "big")
