@@ -85,3 +85,42 @@ class ApiToken(models.Model):
     @classmethod
     def lookup(cls, raw: str) -> ApiToken | None:
         return cls.objects.select_related("user").filter(key_hash=hash_token(raw)).first()
+
+
+class TopicSchema(models.Model):
+    """A schema uploaded to the console for a topic's keys or values (issue 29): raw
+    (not wire-format) payloads of that topic are shown decoded with it."""
+
+    KINDS = [("avro", "Avro (JSON schema)"), ("protobuf", "Protobuf (.proto text)")]
+    PARTS = [("key", "key"), ("value", "value")]
+
+    topic = models.CharField(max_length=249, db_index=True)
+    part = models.CharField(max_length=5, choices=PARTS)
+    kind = models.CharField(max_length=8, choices=KINDS)
+    schema = models.TextField()
+    message = models.CharField(max_length=512, blank=True)  # Protobuf: the message's full name
+    updated = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=150)
+
+    class Meta:
+        ordering = ["topic", "part"]
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "part"], name="one_schema_per_topic_part")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.part}: {self.kind}"
+
+    def as_dict(self, with_schema: bool = True) -> dict:
+        out = {
+            "topic": self.topic,
+            "part": self.part,
+            "kind": self.kind,
+            "message": self.message,
+            "updated": self.updated.isoformat() if self.updated else None,
+            "updated_by": self.updated_by,
+            "chars": len(self.schema),
+        }
+        if with_schema:
+            out["schema"] = self.schema
+        return out

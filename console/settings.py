@@ -83,6 +83,13 @@ QUILL_MAX_PARTITIONS = int(env("QUILL_MAX_PARTITIONS", "10000"))
 # watches it keeps (cluster_client/picture.py) instead of reading every partition's
 # state znode per page load (10,000 reads: seconds). Smaller clusters read afresh.
 QUILL_WATCH_FROM_PARTITIONS = int(env("QUILL_WATCH_FROM_PARTITIONS", "500"))
+# Avro / Protobuf display (issue 29): a Confluent-compatible schema registry for records
+# in the wire format (magic 0, schema id); optional basic auth; read by
+# console.schemas.registry.registry_settings() (empty URL: no registry).
+QUILL_SCHEMA_REGISTRY_URL = env("QUILL_SCHEMA_REGISTRY_URL", "")
+QUILL_SCHEMA_REGISTRY_USER = env("QUILL_SCHEMA_REGISTRY_USER", "")
+QUILL_SCHEMA_REGISTRY_PASSWORD = env("QUILL_SCHEMA_REGISTRY_PASSWORD", "")
+QUILL_SCHEMA_REGISTRY_TIMEOUT_S = float(env("QUILL_SCHEMA_REGISTRY_TIMEOUT_S", "3"))
 
 # Broker N serves Prometheus metrics on this port + N - 1 (quill-stack's rule; 0: none);
 # QUILL_METRICS_PORTS ({broker id: port}) overrides it per broker.

@@ -18,7 +18,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # iproute2, iptables: the fault-injection harness (faults/) makes hosts of network namespaces
 # libldap-dev, libsasl2-dev: python-ldap (the console's LDAP sign-on) is built from source;
 # slapd, ldap-utils: the sign-on tests run a real OpenLDAP server (tests/sso_helpers.py)
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables libldap-dev libsasl2-dev slapd ldap-utils)
+# protobuf-compiler, libprotobuf-dev: the console compiles uploaded .proto schemas with protoc
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables libldap-dev libsasl2-dev slapd ldap-utils protobuf-compiler libprotobuf-dev)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}

@@ -1,5 +1,5 @@
 """/api/topics: list, create, detail with partitions and per-replica LEO, delete,
-configs (read, change), partitions (add)."""
+configs (read, change), partitions (add), schemas uploaded for keys and values."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pydantic import Field
 
 from cluster_client import admin, state
 from console.api.common import actor, viewer
+from console.changes import schemas as schema_ops
 from console.changes import topics as topic_ops
 
 router = Router(tags=["topics"])
@@ -23,6 +24,12 @@ class TopicIn(Schema):
 class ConfigsIn(Schema):
     set: dict[str, str] = Field(default_factory=dict, description="keys to set")
     delete: list[str] = Field(default_factory=list, description="keys back to their default")
+
+
+class SchemaIn(Schema):
+    kind: str = Field(..., description="avro or protobuf")
+    schema_text: str = Field(..., alias="schema", description="Avro JSON schema or .proto text")
+    message: str = Field("", description="Protobuf: the message's full name, e.g. shop.Order")
 
 
 class PartitionsIn(Schema):
@@ -77,3 +84,23 @@ def patch_configs(request, name: str, body: ConfigsIn):
 @router.post("/{name}/partitions", summary="Add partitions (a new total)")
 def add_partitions(request, name: str, body: PartitionsIn):
     return topic_ops.add_partitions(actor(request), name, body.count)
+
+
+@router.get("/{name}/schemas", summary="Schemas uploaded for the topic's keys and values")
+def get_schemas(request, name: str):
+    viewer(request)
+    return schema_ops.listing(name)
+
+
+@router.put(
+    "/{name}/schemas/{part}",
+    summary="Upload the key or value schema (operator); 400 when it does not compile",
+)
+def put_schema(request, name: str, part: str, body: SchemaIn):
+    return schema_ops.upload(actor(request), name, part, body.kind, body.schema_text, body.message)
+
+
+@router.delete("/{name}/schemas/{part}", response={204: None}, summary="Delete a schema (operator)")
+def delete_schema(request, name: str, part: str):
+    schema_ops.delete(actor(request), name, part)
+    return Status(204, None)

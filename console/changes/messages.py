@@ -10,6 +10,7 @@ from cluster_client import admin, records, zk
 from cluster_client.errors import OpError
 from console.changes import Actor, validation
 from console.roles import OPERATOR
+from console.schemas.decoder import Decoder
 
 FORMATS = ("text", "json", "hex")
 MAX_LIMIT = 500
@@ -87,19 +88,20 @@ def read(topic: str, partition, mode: str = "end", value=None, limit=50, fmt="te
         raise OpError("Mode must be offset, timestamp or end.", "mode")
     first = min(max(first, start), end)
     msgs = records.fetch({part: first}, want=limit) if first < end else []
+    decoder = Decoder(topic)  # Avro / Protobuf when a schema is known (key_schema, value_schema)
     return {
         "topic": topic,
         "partition": p,
         "start": start,
         "end": end,
         "first": first,
-        "records": [record_dict(m, fmt) for m in msgs],
+        "records": [record_dict(m, fmt, decoder) for m in msgs],
     }
 
 
-def record_dict(msg, fmt: str) -> dict:
+def record_dict(msg, fmt: str, decoder: Decoder | None = None) -> dict:
     ts_type, ts = msg.timestamp()
-    return {
+    out = {
         "offset": msg.offset(),
         "timestamp": ts,
         "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}.get(ts_type, "none"),
@@ -108,6 +110,7 @@ def record_dict(msg, fmt: str) -> dict:
         "headers": [[k, render(v, "text")] for k, v in (msg.headers() or [])],
         "size": len(msg.value() or b"") + len(msg.key() or b""),
     }
+    return decoder.annotate(out, msg) if decoder is not None else out
 
 
 def produce(actor: Actor, topic: str, partition=None, key=None, value="", headers=None) -> dict:

@@ -23,6 +23,7 @@ from cluster_client import admin, records, zk
 from cluster_client.errors import OpError
 from console.changes import messages as message_ops
 from console.changes import validation
+from console.schemas.decoder import PARTS, Decoder
 
 STARTS = ("newest", "oldest", "offset", "timestamp")
 FORMATS = ("text", "json", "hex")
@@ -202,12 +203,17 @@ def parse(q) -> Spec:
 # ---------------------------------------------------------------- matching
 
 
-def matches(spec: Spec, msg, hard_deadline: float) -> bool:
-    """``hard_deadline``: when the regex must give up (the search's budget and a grace)."""
+def matches(spec: Spec, msg, hard_deadline: float, decoded: dict | None = None) -> bool:
+    """``hard_deadline``: when the regex must give up (the search's budget and a grace).
+    ``decoded``: the key's and value's Avro / Protobuf decoding (Decoder.decode) when a
+    schema is known; the key, value and regex filters then match the raw bytes or the
+    decoded JSON text (compact: ``{"name": "alice", "n": 3}``)."""
     key, value = msg.key() or b"", msg.value() or b""
-    if spec.key is not None and spec.key not in key:
+    as_json = {p: ((decoded or {}).get(p) or {}).get("text") for p in PARTS}
+    json_key, json_value = (as_json[p].encode() if as_json[p] else b"" for p in PARTS)
+    if spec.key is not None and spec.key not in key and spec.key not in json_key:
         return False
-    if spec.value is not None and spec.value not in value:
+    if spec.value is not None and spec.value not in value and spec.value not in json_value:
         return False
     if spec.header is not None:
         name, want = spec.header
@@ -219,7 +225,11 @@ def matches(spec: Spec, msg, hard_deadline: float) -> bool:
     if spec.ts_to is not None and ts > spec.ts_to:
         return False
     if spec.regex is not None:
-        fields = {"key": [key], "value": [value], "either": [key, value]}[spec.regex_on]
+        keys, values = (
+            [key, json_key] if json_key else [key],
+            [value, json_value] if json_value else [value],
+        )
+        fields = {"key": keys, "value": values, "either": keys + values}[spec.regex_on]
         texts = (f.decode("utf-8", errors="replace") for f in fields)
         if not any(_regex_search(spec.regex, t, hard_deadline) for t in texts):
             return False
@@ -245,7 +255,7 @@ def show(data: bytes | None, fmt: str) -> tuple[str | None, str]:
     return text, "utf-8"
 
 
-def row(msg, fmt: str) -> dict:
+def row(msg, fmt: str, decoded: dict | None = None) -> dict:
     key, key_enc = show(msg.key(), fmt)
     value, value_enc = show(msg.value(), fmt)
     return {
@@ -258,6 +268,7 @@ def row(msg, fmt: str) -> dict:
         "value_encoding": value_enc,
         "headers": [[k, *show(v, "text")] for k, v in msg.headers() or []],
         "size": len(msg.key() or b"") + len(msg.value() or b""),
+        **{f"{p}_schema": d for p, d in (decoded or {}).items() if d is not None},
     }
 
 
@@ -342,7 +353,9 @@ def search(spec: Spec) -> dict:
     timestamp (newest first when walking backwards). The bounds are checked between
     rounds: a round's matches are all kept, so `matched` may pass `max_results`."""
     walk = _begin(spec)
+    decoder = Decoder(spec.topic)  # its schemas read before the clock starts
     deadline = time.monotonic() + spec.max_ms / 1000
+    decoder.deadline = deadline + REGEX_GRACE_S
     found, scanned, stopped = [], 0, None
     while walk.cursor:
         if scanned >= spec.max_scanned:
@@ -355,8 +368,14 @@ def search(spec: Spec) -> dict:
             break
         msgs = _round(spec, walk, spec.max_scanned - scanned, spec.max_results - len(found))
         scanned += len(msgs)
-        found.extend(m for m in msgs if matches(spec, m, deadline + REGEX_GRACE_S))
-    found.sort(key=lambda m: (m.timestamp()[1], m.partition(), m.offset()), reverse=spec.backwards)
+        for m in msgs:
+            decoded = _decode(decoder, m)
+            if matches(spec, m, deadline + REGEX_GRACE_S, decoded):
+                found.append((m, decoded))
+    found.sort(
+        key=lambda f: (f[0].timestamp()[1], f[0].partition(), f[0].offset()),
+        reverse=spec.backwards,
+    )
     return {
         "topic": spec.topic,
         "direction": "backward" if spec.backwards else "forward",
@@ -367,8 +386,14 @@ def search(spec: Spec) -> dict:
         "next": {str(p): o for p, o in sorted(walk.cursor.items())} or None,
         "resume": ",".join(f"{p}:{o}" for p, o in sorted(walk.cursor.items())),
         "log": {str(p): [walk.low[p], walk.high[p]] for p in spec.partitions},
-        "records": [row(m, spec.fmt) for m in found],
+        "records": [row(m, spec.fmt, decoded) for m, decoded in found],
     }
+
+
+def _decode(decoder: Decoder, msg) -> dict | None:
+    if not decoder.active:
+        return None
+    return {"key": decoder.decode(msg.key(), "key"), "value": decoder.decode(msg.value(), "value")}
 
 
 # ---------------------------------------------------------------- download

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from cluster_client import zk
 from cluster_client.errors import OpError
 from console.changes import messages as message_ops
+from console.changes import schemas as schema_ops
 from console.roles import VIEWER, role_required
+from console.schemas import registry
+from console.schemas.decoder import PARTS
 from console.views import message_search
 from console.views.common import attempt, page
 from livefeed import groups as live_groups
@@ -26,7 +31,9 @@ def _topics() -> list[str]:
 
 
 @role_required(VIEWER)
-def browse(request: HttpRequest, produced=None, errors=None, status=200) -> HttpResponse:
+def browse(
+    request: HttpRequest, produced=None, errors=None, status=200, schema_errors=None
+) -> HttpResponse:
     q = request.GET
     topic = q.get("topic", "")
     result, read_errors = None, {}
@@ -51,6 +58,10 @@ def browse(request: HttpRequest, produced=None, errors=None, status=200) -> Http
         "errors": {**read_errors, **(errors or {})},
         "produced": produced,
         "form": request.POST if request.method == "POST" else {},
+        "schemas": schema_ops.listing(topic) if topic else [],
+        "schema_parts": PARTS,
+        "schema_errors": schema_errors or {},
+        "registry": (registry.registry_settings() or {}).get("url"),
     }
     subs = [live_groups.topic_sub(topic)] if topic else []
     return page(request, "console/messages.html", context, subs, status=status)
@@ -77,6 +88,48 @@ def produce(request: HttpRequest) -> HttpResponse:
         f"Produced to {result['topic']}-{result['partition']} at offset {result['offset']}.",
     )
     return browse(request, produced=result)
+
+
+@require_POST
+@role_required(VIEWER)
+def schema_upload(request: HttpRequest) -> HttpResponse:
+    """Upload (or replace) the topic's key or value schema (operators)."""
+    p = request.POST
+    topic = p.get("topic", "")
+    _, err = attempt(
+        request,
+        schema_ops.upload,
+        topic,
+        p.get("part", ""),
+        p.get("kind", ""),
+        p.get("schema", ""),
+        p.get("message", ""),
+        success=f"The {p.get('part', '')} schema of {topic} is saved.",
+    )
+    if err:  # the form comes back with the operator's text and the reason beside it
+        return browse(request, schema_errors=err.errors, status=err.status)
+    return _back_to_topic(request, topic)
+
+
+@require_POST
+@role_required(VIEWER)
+def schema_delete(request: HttpRequest) -> HttpResponse:
+    p = request.POST
+    topic = p.get("topic", "")
+    attempt(
+        request,
+        schema_ops.delete,
+        topic,
+        p.get("part", ""),
+        success=f"The {p.get('part', '')} schema of {topic} is deleted.",
+    )
+    return _back_to_topic(request, topic)
+
+
+def _back_to_topic(request: HttpRequest, topic: str) -> HttpResponse:
+    query = request.GET.copy()
+    query["topic"] = topic
+    return redirect(f"{reverse('messages')}?{query.urlencode()}")
 
 
 @role_required(VIEWER)

@@ -29,6 +29,35 @@
     return td;
   }
 
+  // a key or value: decoded JSON with its schema badge (raw bytes folded below), or the
+  // raw text with the reason it could not be decoded (see templates/console/_payload.html)
+  function payload(raw, enc, d, cls) {
+    const td = cell(raw == null ? "null" : raw, cls, "enc-" + enc);
+    if (!d) return td;
+    const badge = document.createElement("span");
+    badge.className = "pill schema-badge " + (d.error ? "warn" : "ok");
+    badge.textContent = d.badge;
+    if (d.error) {
+      const why = document.createElement("span");
+      why.className = "schema-error txt-warn";
+      why.textContent = " " + d.error;
+      td.prepend(badge, why);
+      return td;
+    }
+    const rawPre = td.firstChild;
+    const details = document.createElement("details");
+    details.className = "raw";
+    const summary = document.createElement("summary");
+    summary.className = "muted";
+    summary.textContent = "raw bytes";
+    details.append(summary, rawPre);
+    const pre = document.createElement("pre");
+    pre.className = "val decoded";
+    pre.textContent = d.json;
+    td.append(badge, pre, details);
+    return td;
+  }
+
   function addRow(r) {
     const tr = document.createElement("tr");
     tr.dataset.partition = r.partition;
@@ -37,8 +66,8 @@
       cell(String(r.partition), "n"),
       cell(String(r.offset), "n"),
       cell(ts(r.timestamp), "mono"),
-      cell(r.key == null ? "null" : r.key, "", "enc-" + r.key_encoding),
-      cell(r.value == null ? "null" : r.value, "wrap", "enc-" + r.value_encoding),
+      payload(r.key, r.key_encoding, r.key_schema, ""),
+      payload(r.value, r.value_encoding, r.value_schema, "wrap"),
       cell(r.headers.length ? r.headers.map((h) => h[0] + "=" + h[1]).join("\n") : "—", "mono"),
       cell(r.size.toLocaleString("en"), "n"),
     );
