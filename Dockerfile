@@ -30,13 +30,16 @@ WORKDIR /app
 COPY pyproject.toml /app/
 COPY containers/requirements.py containers/install-app.sh /app/containers/
 # the dependencies alone: cached until pyproject.toml changes. twofish (pyjks's, for JKS
-# keystores) has no wheel: a compiler and Python's headers for its build, gone again in
-# the same layer
+# keystores) and python-ldap (the console's LDAP sign-on) have no wheel: a compiler,
+# Python's and OpenLDAP's headers for their build, gone again in the same layer. What
+# stays: OpenLDAP's and SASL's libraries (python-ldap links them) and protoc with the
+# well-known .proto files (the console compiles uploaded Protobuf schemas with it)
 RUN python containers/requirements.py > /tmp/requirements.txt \
     && apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev python3-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev python3-dev libldap-dev libsasl2-dev \
     && pip install -r /tmp/requirements.txt \
-    && apt-get purge -y gcc libc6-dev python3-dev \
+    && apt-get purge -y gcc libc6-dev python3-dev libldap-dev libsasl2-dev \
+    && apt-get install -y --no-install-recommends libldap-2.5-0 libsasl2-2 protobuf-compiler libprotobuf-dev \
     && rm -rf /var/lib/apt/lists/* /tmp/requirements.txt
 
 
