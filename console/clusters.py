@@ -56,13 +56,15 @@ def _unknown(request, name: str, rest: str):
 
 
 def switcher(request) -> dict:
-    """Template context: the clusters for the nav's switcher, the current one first
-    marked. Each entry: name, its home URL, whether it is current."""
+    """Template context: the clusters for the nav's switcher (none for one cluster, or
+    before login), each with its URL for the page's section, whether it is current and
+    its health dot."""
     current = getattr(request, "cluster", None) or clusters.default_name()
+    user = getattr(request, "user", None)
+    if len(clusters.names()) < 2 or user is None or not user.is_authenticated:
+        return {"cluster_name": current}
     first = request.path_info.strip("/").split("/")[0]
     section = f"/{first}/" if first else "/"  # the same list page in the other cluster
-    if not getattr(request, "user", None) or not request.user.is_authenticated:
-        return {"cluster_name": current}
     entries = [
         {"name": name, "url": prefix(name) + section, "current": name == current, "health": ""}
         for name in clusters.names()
