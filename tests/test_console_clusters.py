@@ -10,17 +10,9 @@ import sys
 import pytest
 
 from cluster_client.clusters import ClusterConfigError, parse
-from tests.console_helpers import commit_group_offsets, point_console_at, unique
+from tests.console_helpers import cluster_spec, commit_group_offsets, point_console_at, unique
 
 pytest_plugins = ["tests.console_helpers"]
-
-
-def spec(name: str, cluster) -> dict:
-    return {
-        "name": name,
-        "bootstrap.servers": cluster.bootstrap,
-        "zookeeper.connect": cluster.zk_connect,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +20,19 @@ def second_cluster(cluster_factory):
     return cluster_factory(1)
 
 
-@pytest.fixture
-def two(settings, console_cluster, second_cluster, redis_server, db):
-    """The console with clusters "a" (the default: first listed) and "b"."""
+def point_at_both(settings, a, b, redis_server):
+    """The console with clusters "a" (the default: first listed) and "b"; yields (a, b)."""
     from cluster_client import zk
 
-    point_console_at(settings, console_cluster, redis_server)
-    settings.QUILL_CLUSTERS = parse(
-        json.dumps([spec("a", console_cluster), spec("b", second_cluster)])
-    )
-    yield console_cluster, second_cluster
+    point_console_at(settings, a, redis_server)
+    settings.QUILL_CLUSTERS = parse(json.dumps([cluster_spec("a", a), cluster_spec("b", b)]))
+    yield a, b
     zk.reset()
+
+
+@pytest.fixture
+def two(settings, console_cluster, second_cluster, redis_server, db):
+    yield from point_at_both(settings, console_cluster, second_cluster, redis_server)
 
 
 def api(client, method: str, path: str, body=None):
@@ -215,14 +209,7 @@ def test_alerts_are_per_cluster(two, console, settings):
 # ---------------------------------------------------------------- live pages
 @pytest.fixture
 def two_live(settings, console_cluster, second_cluster, redis_server, transactional_db):
-    from cluster_client import zk
-
-    point_console_at(settings, console_cluster, redis_server)
-    settings.QUILL_CLUSTERS = parse(
-        json.dumps([spec("a", console_cluster), spec("b", second_cluster)])
-    )
-    yield console_cluster, second_cluster
-    zk.reset()
+    yield from point_at_both(settings, console_cluster, second_cluster, redis_server)
 
 
 def _session_cookie() -> bytes:

@@ -8,25 +8,17 @@ import json
 
 import pytest
 
-from tests.console_helpers import OUT, console_stack, log_in, unique
+from tests.console_helpers import OUT, cluster_spec, console_stack, log_in, unique
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest_plugins = ["tests.console_helpers"]  # the chromium `page` fixture
-
-
-def spec(name: str, cluster) -> dict:
-    return {
-        "name": name,
-        "bootstrap.servers": cluster.bootstrap,
-        "zookeeper.connect": cluster.zk_connect,
-    }
 
 
 @pytest.fixture(scope="module")
 def stack(cluster_factory, redis_server, tmp_path_factory):
     a, b = cluster_factory(1), cluster_factory(1)
     state = tmp_path_factory.mktemp("console-clusters")
-    listed = json.dumps([spec("alpha", a), spec("beta", b)])
+    listed = json.dumps([cluster_spec("alpha", a), cluster_spec("beta", b)])
     with console_stack(a, redis_server, state, 13, QUILL_CLUSTERS=listed) as (url, password):
         yield {"a": a, "b": b, "url": url, "password": password}
 
