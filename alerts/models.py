@@ -50,7 +50,6 @@ class AlertRule(models.Model):
         otherwise only where it goes (webhook_target)."""
         return {
             "id": self.id,
-            "cluster": self.cluster,
             "name": self.name,
             "group": self.group,
             "statuses": self.statuses,

@@ -55,7 +55,6 @@ class Operation(models.Model):
     def as_dict(self, full: bool = True) -> dict:
         out = {
             "id": self.id,
-            "cluster": self.cluster,
             "kind": self.kind,
             "user": self.username,
             "state": self.state,
