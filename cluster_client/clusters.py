@@ -58,8 +58,8 @@ class Cluster:
     zookeeper_credentials: ZkCredentials | None = None
     # The client properties (TLS, SASL) of its Kafka clients: librdkafka's dict, and the
     # properties the protocol socket takes (None: the process environment's).
-    client_security: dict = field(default_factory=dict)
-    client_properties: Mapping[str, str] | None = None
+    client_security: dict = field(default_factory=dict, repr=False)  # holds passwords
+    client_properties: Mapping[str, str] | None = field(default=None, repr=False)
     metrics_base_port: int = 0
     metrics_ports: dict[int, int] = field(default_factory=dict)
 
@@ -103,20 +103,27 @@ def _entry(i: int, entry) -> Cluster:
         raise ClusterConfigError(
             f"{where}: the name must be lowercase letters, digits, - or _ (40 at most)."
         )
+    security, properties, credentials = {}, {}, None  # none: plaintext, anonymous
     try:
-        security = {}
-        properties = None
         if entry.get("client.config"):
-            file_env = {CONFIG_FILE_ENV: entry["client.config"]}
-            security = librdkafka_config(file_env)
-            properties = read_properties_file(entry["client.config"])
-        credentials = None
+            path = str(entry["client.config"])
+            if not Path(path).is_file():
+                raise ValueError(f"client.config {path}: no such file")
+            security = librdkafka_config({CONFIG_FILE_ENV: path})
+            properties = read_properties_file(path)
         if entry.get("zookeeper.jaas.config"):
-            credentials = credentials_from_env({JAAS_CONFIG_ENV: entry["zookeeper.jaas.config"]})
+            jaas = {JAAS_CONFIG_ENV: str(entry["zookeeper.jaas.config"])}
+            credentials = credentials_from_env(jaas)
+    except (ValueError, OSError) as exc:
+        raise ClusterConfigError(f"{where}: {exc}") from None
+    try:
         ports = {int(b): int(p) for b, p in (entry.get("metrics.ports") or {}).items()}
         base = int(entry.get("metrics.base.port", 0))
-    except (ValueError, TypeError, OSError) as exc:
-        raise ClusterConfigError(f"{where}: {exc}") from None
+    except (ValueError, TypeError, AttributeError):
+        raise ClusterConfigError(
+            f'{where}: metrics.ports maps broker ids to ports ({{"1": 9404}}) and '
+            "metrics.base.port is a port number."
+        ) from None
     return Cluster(
         name=name,
         bootstrap=entry["bootstrap.servers"].strip(),

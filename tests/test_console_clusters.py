@@ -114,6 +114,38 @@ def test_a_file_names_the_clusters(tmp_path):
     assert (got["x"].bootstrap, got["x"].zookeeper_connect) == ("h:1", "h:2/c")
 
 
+def test_each_cluster_has_its_own_credentials(tmp_path):
+    client = tmp_path / "prod-client.properties"
+    client.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        "sasl.username=alice\nsasl.password=alice-secret\n"
+    )
+    jaas = tmp_path / "prod-jaas.conf"
+    jaas.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  username="zkprod"\n  password="zkpass";\n};\n'
+    )
+    prod = {"name": "prod", "bootstrap.servers": "h:1", "zookeeper.connect": "h:2/prod"}
+    prod |= {"client.config": str(client), "zookeeper.jaas.config": str(jaas)}
+    prod |= {"metrics.ports": {"1": 9500}}
+    staging = {"name": "staging", "bootstrap.servers": "h:3", "zookeeper.connect": "h:2/st"}
+    got = parse(json.dumps([prod, staging]))
+    assert got["prod"].client_security == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
+    assert got["prod"].zookeeper_credentials.username == "zkprod"
+    assert got["prod"].metrics_ports == {1: 9500}
+    assert "alice-secret" not in repr(got)  # logs and tracebacks never show it
+    assert (got["staging"].client_security, got["staging"].zookeeper_credentials) == ({}, None)
+    assert got["staging"].client_properties == {}  # plaintext, not the process's own
+    bad = dict(prod, **{"zookeeper.jaas.config": str(client)})
+    with pytest.raises(ClusterConfigError, match="JAAS file .* is not valid"):
+        parse(json.dumps([bad]))
+
+
 # ---------------------------------------------------------------- two clusters
 def test_each_cluster_lists_its_own_topics(two, console):
     a, b = two
