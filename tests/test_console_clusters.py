@@ -206,6 +206,13 @@ def test_an_operation_under_b_acts_on_b(two, console):
     assert op.result == {"elected": [], "not_needed": 1, "failed": []}  # in a: failed
 
 
+def test_brokers_of_another_cluster_are_not_restarted_from_here(two, console):
+    client = console.login("admin")
+    r = api(client, "post", "/c/b/api/operations", {"kind": "rolling-restart", "dry_run": True})
+    assert r.status_code == 409, r.content
+    assert "for the cluster 'a' only" in r.json()["detail"]
+
+
 def test_alerts_are_per_cluster(two, console, settings):
     import asyncio
 
