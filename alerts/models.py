@@ -24,6 +24,8 @@ TEST = "test"  # sent by an operator's "test fire"; not part of any episode
 
 
 class AlertRule(models.Model):
+    # the cluster it belongs to (cluster_client.clusters; "default" for a single cluster)
+    cluster = models.CharField(max_length=40, default="default", db_index=True)
     name = models.CharField(max_length=100)
     group = models.CharField(max_length=255)  # a group id, or a glob such as orders-*
     statuses = models.JSONField(default=list)  # group or partition statuses that fire

@@ -8,6 +8,7 @@ import re
 from alerts.models import STATUSES, TEST, AlertEvent, AlertRule
 from alerts.webhook import WebhookRefused
 from alerts.webhook import check as check_webhook
+from cluster_client import clusters
 from cluster_client.errors import NotFound, OpError
 
 # The console's operator role (console.roles); `actor` is the console's Actor (console.changes):
@@ -77,7 +78,7 @@ def clean(body: dict) -> dict:
 
 
 def get(rule_id: int) -> AlertRule:
-    rule = AlertRule.objects.filter(id=rule_id).first()
+    rule = AlertRule.objects.filter(id=rule_id, cluster=clusters.current_name()).first()
     if rule is None:
         raise NotFound(f"Alert rule {rule_id} does not exist.")
     return rule
@@ -87,7 +88,9 @@ def create(actor, body: dict) -> dict:
     actor.require(OPERATOR)
     fields = clean(body)
     rule = AlertRule.objects.create(
-        **fields, created_by=actor.user if actor.user.is_authenticated else None
+        **fields,
+        cluster=clusters.current_name(),
+        created_by=actor.user if actor.user.is_authenticated else None,
     )
     actor.done("alert.create", f"alert:{rule.id}", after=rule.as_dict(secrets=False))
     return rule.as_dict()
@@ -140,7 +143,7 @@ def last_events(rules) -> dict[int, AlertEvent]:
 
 
 def history(group_id: str = "", limit: int = 100) -> list[AlertEvent]:
-    qs = AlertEvent.objects.select_related("rule")
+    qs = AlertEvent.objects.select_related("rule").filter(rule__cluster=clusters.current_name())
     if group_id:
         qs = qs.filter(group_id=group_id)
     return list(qs[:limit])

@@ -19,7 +19,7 @@ import time
 
 from alerts import webhook
 from alerts.models import FIRING, RESOLVED, TEST, AlertEvent, AlertRule
-from cluster_client import admin
+from cluster_client import admin, clusters
 from livefeed import history
 from workers.celery import app
 
@@ -137,8 +137,20 @@ def evaluate_rule(rule: AlertRule, groups: list[str], now: float) -> list[AlertE
 @app.task(name="quill.alerts.evaluate", ignore_result=True)
 def evaluate() -> int:
     rules = list(AlertRule.objects.filter(enabled=True))
-    if not rules:
-        return 0
+    by_cluster: dict[str, list[AlertRule]] = {}
+    for rule in rules:
+        by_cluster.setdefault(rule.cluster, []).append(rule)
+    made = 0
+    for name, cluster_rules in by_cluster.items():
+        try:
+            with clusters.activate(name):  # each rule looks at its own cluster's groups
+                made += _evaluate(cluster_rules)
+        except Exception:  # noqa: BLE001 - one cluster down never stops the others
+            log.exception("alert rules of cluster %s could not be evaluated", name)
+    return made
+
+
+def _evaluate(rules: list[AlertRule]) -> int:
     groups = _groups()
     now = time.time()
     made = 0

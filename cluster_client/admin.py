@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
-from django.conf import settings
 
+from cluster_client import clusters
 from cluster_client.errors import ClusterUnavailable, NotFound, OpError
 
 TIMEOUT_S = 10.0
@@ -38,8 +38,7 @@ TIMEOUT_S = 10.0
 RDKAFKA_LOG = logging.getLogger("console.librdkafka")
 RDKAFKA_LOG.setLevel(logging.CRITICAL)
 _lock = threading.Lock()
-_admin: AdminClient | None = None
-_admin_for: str | None = None
+_admins: dict[str, tuple[AdminClient, str]] = {}  # cluster name -> (client, its bootstrap)
 
 # Broker error -> the form field it concerns.
 FIELD_OF = {
@@ -79,27 +78,28 @@ SOURCE_NAMES = {
 
 
 def client() -> AdminClient:
-    global _admin, _admin_for
+    """The current cluster's admin client (one per cluster)."""
+    cluster = clusters.current()
     with _lock:
-        if _admin is None or _admin_for != settings.QUILL_BOOTSTRAP_SERVERS:
-            _admin = AdminClient(
+        admin, bootstrap = _admins.get(cluster.name, (None, None))
+        if admin is None or bootstrap != cluster.bootstrap:
+            admin = AdminClient(
                 {
-                    "bootstrap.servers": settings.QUILL_BOOTSTRAP_SERVERS,
+                    "bootstrap.servers": cluster.bootstrap,
                     "client.id": "quill-console",
                     "socket.timeout.ms": 8000,
                     "logger": RDKAFKA_LOG,
-                    **settings.QUILL_CLIENT_SECURITY,
+                    **cluster.client_security,
                 }
             )
-            _admin_for = settings.QUILL_BOOTSTRAP_SERVERS
-        return _admin
+            _admins[cluster.name] = (admin, cluster.bootstrap)
+        return admin
 
 
 def refresh_metadata() -> None:
-    """Forget the admin client: the next call bootstraps one with fresh metadata."""
-    global _admin
+    """Forget the current cluster's admin client: the next call bootstraps a fresh one."""
     with _lock:
-        _admin = None
+        _admins.pop(clusters.current().name, None)
 
 
 def refresh_and_wait(attempt: int) -> None:

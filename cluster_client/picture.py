@@ -17,13 +17,13 @@ import threading
 
 from django.conf import settings
 
-from cluster_client import zk
+from cluster_client import clusters, zk
 from cluster_client.watcher import ClusterWatcher
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
-_watcher: ClusterWatcher | None = None
-_ready = threading.Event()
+# cluster name -> (its watcher, set when the watcher's first reads are done)
+_watchers: dict[str, tuple[ClusterWatcher, threading.Event]] = {}
 
 
 def wanted(partitions: int) -> bool:
@@ -31,14 +31,15 @@ def wanted(partitions: int) -> bool:
 
 
 def start() -> None:
-    """Start the watches in the background (once per ZooKeeper client)."""
-    global _watcher, _ready
+    """Start the current cluster's watches in the background (once per ZooKeeper client)."""
     client = zk.client()
+    name = clusters.current().name
     with _lock:
-        if _watcher is not None and _watcher.zk is client:
+        known = _watchers.get(name)
+        if known is not None and known[0].zk is client:
             return
-        _watcher, _ready = ClusterWatcher(client, lambda change: None), threading.Event()
-        watcher, ready = _watcher, _ready
+        watcher, ready = ClusterWatcher(client, lambda change: None), threading.Event()
+        _watchers[name] = (watcher, ready)
     threading.Thread(
         target=_start, args=(watcher, ready), name="quill-picture", daemon=True
     ).start()
@@ -54,11 +55,12 @@ def _start(watcher: ClusterWatcher, ready: threading.Event) -> None:
 
 
 def snapshot() -> dict | None:
-    """The watched picture if it is complete and current, else None (read afresh)."""
+    """The current cluster's watched picture if complete and current, else None."""
     with _lock:
-        watcher, ready = _watcher, _ready
-    if watcher is None or not ready.is_set():
+        known = _watchers.get(clusters.current().name)
+    if known is None or not known[1].is_set():
         return None
+    watcher = known[0]
     client = zk.client()
     if watcher.zk is not client:
         return None

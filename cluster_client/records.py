@@ -10,21 +10,21 @@ import uuid
 from collections import OrderedDict
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from django.conf import settings
 
+from cluster_client import clusters
 from cluster_client.admin import RDKAFKA_LOG
 from cluster_client.errors import ClusterUnavailable, OpError
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str], Consumer | Producer] = {}  # (kind, bootstrap) -> client
-_ts_cache: OrderedDict = OrderedDict()  # (topic, partition, offset) -> timestamp ms
+_clients: dict[tuple[str, str, str], Consumer | Producer] = {}  # (kind, cluster, bootstrap)
+_ts_cache: OrderedDict = OrderedDict()  # (cluster, topic, partition, offset) -> timestamp ms
 TS_CACHE_SIZE = 20_000
 
 
 def _new_consumer() -> Consumer:
     return Consumer(
         {
-            "bootstrap.servers": settings.QUILL_BOOTSTRAP_SERVERS,
+            "bootstrap.servers": clusters.current().bootstrap,
             "group.id": f"quill-console-reader-{uuid.uuid4().hex[:8]}",  # never joined
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -32,14 +32,14 @@ def _new_consumer() -> Consumer:
             "fetch.wait.max.ms": 50,
             "socket.timeout.ms": 8000,
             "logger": RDKAFKA_LOG,
-            **settings.QUILL_CLIENT_SECURITY,
+            **clusters.current().client_security,
         }
     )
 
 
 def _client(kind: str, make):
-    """One reader and one producer per cluster (settings may point elsewhere in tests)."""
-    key = (kind, settings.QUILL_BOOTSTRAP_SERVERS)
+    """One reader and one producer per cluster (keyed by its name and bootstrap)."""
+    key = (kind, clusters.current().name, clusters.current().bootstrap)
     if key not in _clients:
         _clients[key] = make()
     return _clients[key]
@@ -89,8 +89,9 @@ def fetch(
 def timestamps_at(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
     """The timestamp (ms) of the record at each offset, cached (records do not change)."""
     out, missing = {}, {}
+    name = clusters.current().name
     for part, offset in offsets.items():
-        hit = _ts_cache.get((*part, offset))
+        hit = _ts_cache.get((name, *part, offset))
         if hit is not None:
             out[part] = hit
         else:
@@ -100,7 +101,7 @@ def timestamps_at(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], 
             part = (msg.topic(), msg.partition())
             ts = msg.timestamp()[1]
             out[part] = ts
-            _ts_cache[(*part, msg.offset())] = ts
+            _ts_cache[(name, *part, msg.offset())] = ts
         while len(_ts_cache) > TS_CACHE_SIZE:
             _ts_cache.popitem(last=False)
     return out
@@ -109,13 +110,13 @@ def timestamps_at(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], 
 def _new_producer() -> Producer:
     return Producer(
         {
-            "bootstrap.servers": settings.QUILL_BOOTSTRAP_SERVERS,
+            "bootstrap.servers": clusters.current().bootstrap,
             "client.id": "quill-console",
             "acks": "all",
             "linger.ms": 0,
             "message.timeout.ms": 10000,
             "logger": RDKAFKA_LOG,
-            **settings.QUILL_CLIENT_SECURITY,
+            **clusters.current().client_security,
         }
     )
 

@@ -16,7 +16,7 @@ import threading
 import time
 
 from broker.zk.znodes import ConfigEntityZNode
-from cluster_client import picture, wire, zk
+from cluster_client import clusters, picture, wire, zk
 
 Part = tuple[str, int]
 
@@ -35,8 +35,8 @@ def together(*fns):
         except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
             errors[i] = exc
 
-    threads = [
-        threading.Thread(target=run, args=(i,), name="quill-page", daemon=True)
+    threads = [  # each works on the caller's cluster
+        threading.Thread(target=clusters.in_context(run), args=(i,), name="quill-page", daemon=True)
         for i in range(1, len(fns))
     ]
     for thread in threads:
@@ -299,7 +299,7 @@ def all_log_dirs(brokers: list[dict]) -> dict:
     exception}). In a big cluster (QUILL_WATCH_FROM_PARTITIONS replicas or more) an
     answer is kept DIRS_TTL_S for the cluster and topics pages to share: sizes move
     slowly, and the monitor updates the cells live every second anyway."""
-    key = tuple(sorted((b["id"], b["host"], b["port"]) for b in brokers))
+    key = (clusters.current().name, *sorted((b["id"], b["host"], b["port"]) for b in brokers))
     with _dirs_lock:
         if _dirs["key"] == key and time.monotonic() - _dirs["at"] < DIRS_TTL_S:
             return _dirs["answers"]

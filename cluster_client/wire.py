@@ -34,7 +34,7 @@ from broker.protocol.messages import (
     parse_response,
     request_schema,
 )
-from cluster_client import client_socket
+from cluster_client import client_socket, clusters
 
 LIST_OFFSETS, DESCRIBE_LOG_DIRS = 2, 35
 LIST_OFFSETS_V, DESCRIBE_LOG_DIRS_V = 7, 4
@@ -86,8 +86,9 @@ def request_call(api_key: int, version: int, body: dict, client_id: str = "quill
 
 
 class BrokerSocket:
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, conf=None):
         self.address = (host, int(port))
+        self.conf = conf  # client properties (None: the environment's)
         self.sock: socket.socket | None = None
         self.renew_at: float | None = None  # its SASL session ends soon after (KIP-368)
         self.lock = threading.Lock()
@@ -108,7 +109,9 @@ class BrokerSocket:
                 if self.renew_at is not None and time.monotonic() >= self.renew_at:
                     self.close()  # a new socket, a new session: the broker ends the old one
                 if self.sock is None:
-                    self.sock, self.renew_at = client_socket.open_session(self.address, TIMEOUT_S)
+                    self.sock, self.renew_at = client_socket.open_session(
+                        self.address, TIMEOUT_S, self.conf
+                    )
                 ids = []
                 for call in calls:
                     frame = bytearray(call.frame)
@@ -133,16 +136,17 @@ class BrokerSocket:
         self.renew_at = None
 
 
-_sockets: dict[tuple[str, int], BrokerSocket] = {}
+_sockets: dict[tuple[str, str, int], BrokerSocket] = {}  # (cluster, host, port)
 _sockets_lock = threading.Lock()
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="quill-wire")
 
 
 def broker_socket(host: str, port: int) -> BrokerSocket:
+    cluster = clusters.current()
     with _sockets_lock:
-        key = (host, int(port))
+        key = (cluster.name, host, int(port))
         if key not in _sockets:
-            _sockets[key] = BrokerSocket(host, port)
+            _sockets[key] = BrokerSocket(host, port, cluster.client_properties)
         return _sockets[key]
 
 
@@ -227,7 +231,8 @@ def on_each(calls: dict, fn, *args) -> dict:
     """Run fn(host, port, *per_call_args) for every broker at once.
     `calls` maps a key to (host, port, extra args tuple); the result maps the key to the
     answer or to the exception raised."""
-    futures = {key: _pool.submit(fn, h, p, *extra, *args) for key, (h, p, extra) in calls.items()}
+    run = clusters.in_context(fn)  # the pool's threads work on the caller's cluster
+    futures = {key: _pool.submit(run, h, p, *extra, *args) for key, (h, p, extra) in calls.items()}
     out = {}
     for key, fut in futures.items():
         try:

@@ -1,7 +1,7 @@
 """Reading (and, for quotas, writing) Kafka's ZooKeeper paths.
 
 Paths and JSON come from broker.zk.znodes (pure codecs, no broker running). One
-KazooClient per process, started on first use; reads of many znodes go out at once
+KazooClient per cluster (cluster_client.clusters), started on first use; reads of many znodes go out at once
 with get_async so a 1,000-partition topic costs one round trip's wait, not 1,000.
 """
 
@@ -11,7 +11,6 @@ import re
 import threading
 from dataclasses import asdict
 
-from django.conf import settings
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -26,41 +25,41 @@ from broker.zk.znodes import (
     TopicsZNode,
     TopicZNode,
 )
+from cluster_client import clusters
 from cluster_client.errors import ClusterUnavailable, NotFound
 
 _lock = threading.Lock()
-_client: KazooClient | None = None
-_client_for: str | None = None
+_clients: dict[str, tuple[KazooClient, str]] = {}  # cluster name -> (client, its connect)
 ZK_TIMEOUT_S = 5.0
 
 
 def client() -> KazooClient:
-    global _client, _client_for
+    """The current cluster's ZooKeeper client (one per cluster, started on first use)."""
+    cluster = clusters.current()
     with _lock:
-        wanted = settings.QUILL_ZOOKEEPER_CONNECT
-        if _client is None or not _client.connected or _client_for != wanted:
-            if _client is not None:
-                _client.stop()
-                _client.close()
-            zk = zk_client(wanted, ZK_TIMEOUT_S, settings.QUILL_ZOOKEEPER_CREDENTIALS)
+        zk, connect = _clients.get(cluster.name, (None, None))
+        wanted = cluster.zookeeper_connect
+        if zk is None or not zk.connected or connect != wanted:
+            if zk is not None:
+                zk.stop()
+                zk.close()
+            zk = zk_client(wanted, ZK_TIMEOUT_S, cluster.zookeeper_credentials)
             try:
                 zk.start(timeout=ZK_TIMEOUT_S)
             except Exception as exc:  # kazoo raises its own timeout type
-                raise ClusterUnavailable(
-                    f"ZooKeeper at {settings.QUILL_ZOOKEEPER_CONNECT} did not answer: {exc}"
-                ) from exc
-            _client, _client_for = zk, wanted
-        return _client
+                _clients.pop(cluster.name, None)
+                raise ClusterUnavailable(f"ZooKeeper at {wanted} did not answer: {exc}") from exc
+            _clients[cluster.name] = (zk, wanted)
+        return zk
 
 
 def reset() -> None:
-    """Forget the client (tests point the console at another ZooKeeper)."""
-    global _client
+    """Forget the clients (tests point the console at another ZooKeeper)."""
     with _lock:
-        if _client is not None:
-            _client.stop()
-            _client.close()
-        _client = None
+        for zk, _ in _clients.values():
+            zk.stop()
+            zk.close()
+        _clients.clear()
 
 
 def get_many(paths: list[str]) -> dict[str, bytes | None]:
@@ -187,7 +186,7 @@ def server_stats() -> dict:
         text = client().command(b"srvr")
     except Exception as exc:  # noqa: BLE001 - a health probe reports any failure
         return {"ok": False, "error": str(exc)}
-    stats = {"ok": True, "connect": settings.QUILL_ZOOKEEPER_CONNECT}
+    stats = {"ok": True, "connect": clusters.current().zookeeper_connect}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if value:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from broker.zk.security import credentials_from_env
 from cluster_client.client_security import librdkafka_config
+from cluster_client.clusters import clusters_from_env
 from console.channel_layer import channel_layers
 from quill_stack.redis_auth import redis_url_from_env
 from quill_stack.state import private_dir, private_file
@@ -99,6 +100,14 @@ QUILL_METRICS_PORTS: dict[int, int] = {
     for b, _, p in (item.partition("=") for item in env_list("QUILL_METRICS_PORTS", ""))
 }  # "1=9404,2=9405"
 
+# ---- Several clusters (cluster_client/clusters.py) ----
+# QUILL_CLUSTERS: JSON text or a JSON file's path listing the clusters one console
+# manages (name, bootstrap.servers, zookeeper.connect, client.config,
+# zookeeper.jaas.config, metrics.*). Absent: the settings above are the cluster
+# "default". Bad config refuses to start, saying why.
+QUILL_CLUSTERS = clusters_from_env()
+# ---- end of several clusters ----
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -117,6 +126,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "console.clusters.ClusterFromPath",  # /c/<name>/...: the cluster of the request
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "console.middleware.AuditDenied",
@@ -186,6 +196,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.clusters.switcher",
             ],
         },
     },

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 
+from cluster_client import clusters
+
 STATIC_SUBS = {"cluster", "topics", "groups", "operations"}
 MESSAGE_TYPE = "live.delta"
 
@@ -26,13 +28,18 @@ def broker_sub(broker_id: int) -> str:
     return f"broker:{broker_id}"
 
 
-def channel_group(sub: str) -> str | None:
-    """The channel-layer group for a subscription name, or None when it is not one."""
+def channel_group(sub: str, cluster: str | None = None) -> str | None:
+    """The channel-layer group for a subscription name in `cluster` (default: the
+    current one), or None when it is not one. The cluster "default" keeps the names a
+    single-cluster console used; another's are quill.c.<name>.…, so the pages of one
+    cluster never receive another's updates."""
+    name = clusters.current_name() if cluster is None else cluster
+    ns = "quill." if name == clusters.DEFAULT else f"quill.c.{name}."
     if sub in STATIC_SUBS:
-        return f"quill.{sub}"
-    kind, sep, name = sub.partition(":")
-    if sep and kind in ("topic", "group", "broker", "operation") and name:
-        return f"quill.{kind}.{hashlib.sha1(name.encode()).hexdigest()[:24]}"
+        return f"{ns}{sub}"
+    kind, sep, rest = sub.partition(":")
+    if sep and kind in ("topic", "group", "broker", "operation") and rest:
+        return f"{ns}{kind}.{hashlib.sha1(rest.encode()).hexdigest()[:24]}"
     return None
 
 

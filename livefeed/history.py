@@ -9,7 +9,7 @@ import time
 import redis
 from django.conf import settings
 
-from cluster_client import redact
+from cluster_client import clusters, redact
 
 EVENTS = "quill:events"
 EVENTS_KEEP = 5000
@@ -31,6 +31,14 @@ EVENT_KINDS = (
     "partitions_added",
     "config_change",
 )
+
+
+def key(base: str) -> str:
+    """The Redis key of `base` for the current cluster: `base` itself for the cluster
+    "default" (the keys a single-cluster console always used), quill:c:<name>:... else."""
+    name = clusters.current_name()
+    return base if name == clusters.DEFAULT else f"quill:c:{name}:{base.removeprefix('quill:')}"
+
 
 _client: redis.Redis | None = None
 _client_url: str | None = None
@@ -61,15 +69,15 @@ def _safe(default):
 
 def add_event(event: dict) -> None:
     pipe = client().pipeline()
-    pipe.lpush(EVENTS, json.dumps(event))
-    pipe.ltrim(EVENTS, 0, EVENTS_KEEP - 1)
+    pipe.lpush(key(EVENTS), json.dumps(event))
+    pipe.ltrim(key(EVENTS), 0, EVENTS_KEEP - 1)
     pipe.execute()
 
 
 @_safe([])
 def events(limit: int = 200, topic: str = "", kinds: tuple = ()) -> list[dict]:
     """Newest first; `topic` keeps that topic's events, `kinds` those kinds."""
-    raw = client().lrange(EVENTS, 0, EVENTS_KEEP - 1 if (topic or kinds) else limit - 1)
+    raw = client().lrange(key(EVENTS), 0, EVENTS_KEEP - 1 if (topic or kinds) else limit - 1)
     out = []
     for item in raw:
         event = json.loads(item)
@@ -85,11 +93,11 @@ def events(limit: int = 200, topic: str = "", kinds: tuple = ()) -> list[dict]:
 
 
 def group_key(group_id: str) -> str:
-    return f"quill:group:{group_id}"
+    return key(f"quill:group:{group_id}")
 
 
 def lag_key(group_id: str) -> str:
-    return f"quill:lag:{group_id}"
+    return key(f"quill:lag:{group_id}")
 
 
 @_safe(None)
@@ -107,11 +115,11 @@ def lag_series(group_id: str, seconds: int = 3600) -> list[list]:
 
 
 def broker_metrics_key(broker_id: int) -> str:
-    return f"quill:broker-metrics:{broker_id}"
+    return key(f"quill:broker-metrics:{broker_id}")
 
 
 def broker_series_key(broker_id: int | str, name: str) -> str:
-    return f"quill:broker-series:{broker_id}:{name}"
+    return key(f"quill:broker-series:{broker_id}:{name}")
 
 
 @_safe({})
@@ -153,11 +161,11 @@ def group_statuses() -> dict[str, dict]:
 
 @_safe({})
 def topic_rates() -> dict[str, dict]:
-    return {k.decode(): json.loads(v) for k, v in client().hgetall(TOPIC_RATES).items()}
+    return {k.decode(): json.loads(v) for k, v in client().hgetall(key(TOPIC_RATES)).items()}
 
 
 @_safe(None)
 def monitor_age() -> float | None:
     """Seconds since the monitor last sampled, or None when it never has."""
-    raw = client().get(HEARTBEAT)
+    raw = client().get(key(HEARTBEAT))
     return None if raw is None else max(0.0, time.time() - float(raw))

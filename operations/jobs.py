@@ -35,6 +35,7 @@ from channels.layers import get_channel_layer
 from django.db.models import F, Q
 from django.utils import timezone
 
+from cluster_client import clusters
 from livefeed.groups import channel_group, message
 from operations.models import (
     ACTIVE,
@@ -93,7 +94,8 @@ def publish(op: Operation, refresh: bool = False) -> None:
     data = {"operation": op.as_dict(full=False), "set": live_cells(op), "refresh": refresh}
     try:
         for sub in ("operations", f"operation:{op.id}"):
-            async_to_sync(layer.group_send)(channel_group(sub), message(data))
+            group = channel_group(sub, op.cluster)
+            async_to_sync(layer.group_send)(group, message(data))
     except Exception:  # noqa: BLE001 - Redis down: the record in the database stays right
         log.warning("could not publish operation %s to the channel layer", op.id, exc_info=True)
 
@@ -254,7 +256,8 @@ def run(op_id: int) -> str:
             job.step(f"resumed on {NODE} (attempt {op.attempts})")
         if fn is None:
             raise JobFailed(f"No worker here runs {op.kind!r} operations.")
-        result = fn(job)
+        with clusters.activate(op.cluster):  # the job acts on its own cluster
+            result = fn(job)
         job.step("succeeded")
         _finish(job, SUCCEEDED, result)
     except Cancelled as exc:

@@ -16,6 +16,8 @@ STEPS_KEPT = 500
 
 
 class Operation(models.Model):
+    # the cluster it belongs to (cluster_client.clusters; "default" for a single cluster)
+    cluster = models.CharField(max_length=40, default="default", db_index=True)
     kind = models.CharField(max_length=32, db_index=True)
     params = models.JSONField(default=dict)
     user = models.ForeignKey(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from cluster_client import clusters
 from cluster_client.errors import NotFound, OpError
 from operations.models import ACTIVE, KINDS, Operation
 
@@ -55,6 +56,7 @@ def start(actor, body: dict) -> tuple[int, dict]:
         return 200, {"dry_run": True, "kind": kind, **preview}
     with transaction.atomic():
         op = Operation.objects.create(
+            cluster=clusters.current_name(),
             kind=kind,
             params=params,
             user=actor.user if actor.user.is_authenticated else None,
@@ -89,7 +91,8 @@ def _refuse_conflicts(params: dict) -> None:
     from operations import cluster
 
     wanted = _parts(params)
-    for other in Operation.objects.filter(state__in=ACTIVE, kind__in=MOVING_KINDS):
+    here = Operation.objects.filter(cluster=clusters.current_name())
+    for other in here.filter(state__in=ACTIVE, kind__in=MOVING_KINDS):
         clash = wanted & _parts(other.params)
         if clash:
             t, p = min(clash)
@@ -112,7 +115,7 @@ def _refuse_conflicts(params: dict) -> None:
 
 def get(op_id: int) -> Operation:
     try:
-        return Operation.objects.get(id=op_id)
+        return Operation.objects.get(id=op_id, cluster=clusters.current_name())
     except Operation.DoesNotExist:
         raise NotFound(f"Operation {op_id} does not exist.") from None
 

@@ -116,6 +116,15 @@ def console_stack(cluster, redis_server, state_dir: Path, redis_db: int, **extra
             proc.stop()
 
 
+def cluster_spec(name: str, cluster) -> dict:
+    """`cluster` as one entry of QUILL_CLUSTERS, named `name`."""
+    return {
+        "name": name,
+        "bootstrap.servers": cluster.bootstrap,
+        "zookeeper.connect": cluster.zk_connect,
+    }
+
+
 def log_in(page, url: str, password: str) -> None:
     page.goto(f"{url}/accounts/login/")
     page.fill("input[name=username]", "admin")

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from alerts import service
 from alerts.models import AlertRule
+from cluster_client import clusters
 from console.api.common import actor, viewer
 from console.roles import ADMIN, OPERATOR, has_role
 
@@ -37,7 +38,7 @@ def create_rule(request, body: AlertIn):
 @router.get("", summary="Alert rules (webhook URLs whole for operators, host only for viewers)")
 def list_rules(request):
     secrets = has_role(viewer(request).user, OPERATOR)  # a webhook's path is its secret
-    return [r.as_dict(secrets) for r in AlertRule.objects.all()]
+    return [r.as_dict(secrets) for r in AlertRule.objects.filter(cluster=clusters.current_name())]
 
 
 @router.get("/events", summary="Alerts fired and resolved, newest first")

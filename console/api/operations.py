@@ -8,6 +8,7 @@ from typing import Literal
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from cluster_client import clusters
 from console.api.common import actor, viewer
 from operations import service
 from operations.models import Operation
@@ -104,7 +105,12 @@ def start(request, body: OperationIn):
 @router.get("", summary="Operations, newest first")
 def list_operations(request, limit: int = 100):
     viewer(request)
-    return [op.as_dict(full=False) for op in Operation.objects.all()[: max(1, min(limit, 1000))]]
+    return [
+        op.as_dict(full=False)
+        for op in Operation.objects.filter(cluster=clusters.current_name())[
+            : max(1, min(limit, 1000))
+        ]
+    ]
 
 
 @router.get("/{op_id}", response=OperationOut, summary="State, progress, step log and result")

@@ -1,4 +1,5 @@
-"""The websocket browsers keep open: /ws/live/?subs=cluster,topic:orders.
+"""The websocket browsers keep open: /ws/live/?subs=cluster,topic:orders&cluster=<name>
+(the cluster whose updates it gets; default: the default cluster, 4404 if unknown).
 
 Authenticated by the Django session (AuthMiddlewareStack): no login -> closed with 4401,
 no role -> 4403. Each subscription joins one channel-layer group; the monitor's deltas
@@ -16,6 +17,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from cluster_client import clusters
 from cluster_client.errors import OpError
 from console.live import tail as live_tail
 from console.roles import VIEWER, has_role
@@ -34,11 +36,15 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
+        self.cluster = (query.get("cluster") or [clusters.default_name()])[0]
+        if self.cluster not in clusters.names():
+            await self.close(code=4404)
+            return
         wanted = [s for raw in query.get("subs", []) for s in raw.split(",") if s]
         self.joined = []
         self.tail = None
         for sub in wanted[:MAX_SUBS]:
-            group = channel_group(sub)
+            group = channel_group(sub, self.cluster)
             if group is not None:
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.joined.append(group)
@@ -69,11 +75,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         try:
             if not await database_sync_to_async(has_role)(user, VIEWER):
                 raise OpError("Reading messages needs the viewer role.", status=403)
-            topic, partition, fmt = await asyncio.to_thread(
-                live_tail.validate, want.get("topic"), want.get("partition"), want.get("format")
-            )
-            tail = live_tail.Tail(topic, partition, fmt, self.send_json)
-            start = await tail.start()
+            with clusters.activate(self.cluster):  # the tail's task and threads too
+                topic, partition, fmt = await asyncio.to_thread(
+                    live_tail.validate, want.get("topic"), want.get("partition"), want.get("format")
+                )
+                tail = live_tail.Tail(topic, partition, fmt, self.send_json)
+                start = await tail.start()
         except OpError as exc:
             await self.send_json({"tail_error": {"message": exc.message, "errors": exc.errors}})
             return

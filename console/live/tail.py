@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from django.conf import settings
 
+from cluster_client import clusters
 from cluster_client.admin import RDKAFKA_LOG
 from cluster_client.errors import OpError
 from console import fmt
@@ -59,7 +59,7 @@ class Tail:
         """Assign at the current end; returns that offset (the first one tailed)."""
         self._consumer = Consumer(
             {
-                "bootstrap.servers": settings.QUILL_BOOTSTRAP_SERVERS,
+                "bootstrap.servers": clusters.current().bootstrap,
                 "group.id": f"quill-console-tail-{uuid.uuid4().hex[:8]}",  # never joined
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -67,7 +67,7 @@ class Tail:
                 "fetch.wait.max.ms": 100,
                 "socket.timeout.ms": 8000,
                 "logger": RDKAFKA_LOG,
-                **settings.QUILL_CLIENT_SECURITY,
+                **clusters.current().client_security,
             }
         )
         try:

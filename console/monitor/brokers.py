@@ -16,9 +16,9 @@ import logging
 import urllib.request
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
+from cluster_client import clusters
 from console.monitor import deltas as D
 from livefeed import history
 from livefeed.groups import broker_sub
@@ -132,10 +132,11 @@ def _rate(prev: Reading | None, cur: Reading, topic: str, total: float, span: fl
 
 
 def metrics_port(broker_id: int) -> int:
-    ports = settings.QUILL_METRICS_PORTS
+    cluster = clusters.current()
+    ports = cluster.metrics_ports
     if broker_id in ports:
         return ports[broker_id]
-    base = settings.QUILL_METRICS_BASE_PORT
+    base = cluster.metrics_base_port
     return base + broker_id - 1 if base else 0
 
 

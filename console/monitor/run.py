@@ -11,10 +11,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.layers import get_channel_layer
-from django.conf import settings
 
 from broker.zk.security import zk_client
-from cluster_client import state
+from cluster_client import clusters, state
 from cluster_client.watcher import ClusterWatcher
 from console.monitor import deltas as D
 from console.monitor.brokers import BrokerMetricsSampler
@@ -41,9 +40,13 @@ def merge(into: D.Deltas, more: D.Deltas) -> D.Deltas:
 
 
 class Monitor:
-    def __init__(self, interval: float = 1.0, zk_connect: str | None = None):
+    """One cluster's monitor (`cluster`: its name; default: the current cluster). All it
+    reads and writes (ZooKeeper, brokers, Redis keys, channel groups) is that cluster's:
+    its coroutines and threads run with the cluster current."""
+
+    def __init__(self, interval: float = 1.0, cluster: str | None = None):
         self.interval = interval
-        self.zk_connect = zk_connect or settings.QUILL_ZOOKEEPER_CONNECT
+        self.cluster = clusters.current_name() if cluster is None else cluster
         self.layer = get_channel_layer()
         self.sent: dict[tuple[str, str], dict] = {}
         self._groups_pool = ThreadPoolExecutor(1, thread_name_prefix="quill-monitor-groups")
@@ -53,15 +56,20 @@ class Monitor:
 
     # ------------------------------------------------------------ start
     async def run(self, samples: int | None = None) -> None:
+        with clusters.activate(self.cluster) as cluster:  # this task's context and threads
+            await self._run(cluster, samples)
+
+    async def _run(self, cluster: clusters.Cluster, samples: int | None) -> None:
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.zk = zk_client(self.zk_connect, 10, settings.QUILL_ZOOKEEPER_CREDENTIALS)
-        await self.loop.run_in_executor(None, lambda: self.zk.start(timeout=30))
+        self.zk = zk_client(cluster.zookeeper_connect, 10, cluster.zookeeper_credentials)
+        await asyncio.to_thread(lambda: self.zk.start(timeout=30))
         self.watcher = ClusterWatcher(self.zk, self._emit)
-        await self.loop.run_in_executor(None, self.watcher.start)
+        await asyncio.to_thread(self.watcher.start)
         snap = self.watcher.snapshot()
         log.info(
-            "monitor: watching %d brokers, %d topics, %d partitions",
+            "monitor: cluster %s: watching %d brokers, %d topics, %d partitions",
+            cluster.name,
             len(snap["brokers"]),
             len(snap["assignments"]),
             len(snap["states"]),
@@ -71,7 +79,7 @@ class Monitor:
             await self._sampler(samples)
         finally:
             publisher.cancel()
-            await self.loop.run_in_executor(None, self._stop_zk)
+            await asyncio.to_thread(self._stop_zk)
 
     def _stop_zk(self) -> None:
         self.zk.stop()
@@ -110,7 +118,7 @@ class Monitor:
         )
         merge(out, D.summary_cells(summary))
         if events:
-            await self.loop.run_in_executor(None, self._record_events, events)
+            await asyncio.to_thread(self._record_events, events)
         await self.send(out)
 
     @staticmethod
@@ -123,7 +131,7 @@ class Monitor:
     async def send(self, out: D.Deltas) -> None:
         for sub, d in out.items():
             d = self._only_changes(sub, d)
-            group = channel_group(sub)
+            group = channel_group(sub, self.cluster)
             if d and group:
                 await self.layer.group_send(group, message(d))
 
@@ -145,7 +153,7 @@ class Monitor:
         while samples is None or self.samples < samples:
             started = time.monotonic()
             try:
-                out = await self.loop.run_in_executor(None, self.sample_once, offsets, groups)
+                out = await asyncio.to_thread(self.sample_once, offsets, groups)
                 await self.send(out)
             except Exception:  # noqa: BLE001 - a failed sample is logged, the next one runs
                 log.exception("monitor: sample failed")
@@ -156,7 +164,9 @@ class Monitor:
     def sample_once(self, offsets: OffsetSampler, groups: GroupSampler) -> D.Deltas:
         now = time.time()
         snap = self.watcher.snapshot()
-        fetching = self._groups_pool.submit(groups.fetch)  # meanwhile, ask for offsets
+        fetching = self._groups_pool.submit(
+            clusters.in_context(groups.fetch)
+        )  # meanwhile, ask for offsets
         s, out = offsets.sample(snap, now)
         statuses, group_deltas, consumed = groups.sample(s, now, fetching.result())
         merge(out, group_deltas)
@@ -170,14 +180,17 @@ class Monitor:
 
     def _record(self, rates: dict, statuses: dict, now: float, out: D.Deltas) -> None:
         pipe = history.client().pipeline()
-        pipe.delete(history.TOPIC_RATES)
+        pipe.delete(history.key(history.TOPIC_RATES))
         if rates:
-            pipe.hset(history.TOPIC_RATES, mapping={t: json.dumps(r) for t, r in rates.items()})
+            pipe.hset(
+                history.key(history.TOPIC_RATES),
+                mapping={t: json.dumps(r) for t, r in rates.items()},
+            )
         for gid, status in statuses.items():
             pipe.set(history.group_key(gid), json.dumps(status), ex=STATUS_TTL_S)
             point = [round(now, 3), status["lag"], status["lag_ms"]]
             pipe.lpush(history.lag_key(gid), json.dumps(point))
             pipe.ltrim(history.lag_key(gid), 0, history.LAG_KEEP - 1)
             D.add(out, f"group:{gid}", series={"lag": [point]})
-        pipe.set(history.HEARTBEAT, now)
+        pipe.set(history.key(history.HEARTBEAT), now)
         pipe.execute()

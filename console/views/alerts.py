@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from alerts import service
 from alerts.models import STATUSES, AlertRule, webhook_target
+from cluster_client import clusters
 from cluster_client.errors import NotFound
 from console.roles import OPERATOR, VIEWER, role_required
 from console.views.common import attempt, page
@@ -44,7 +45,7 @@ def _form_posted(request: HttpRequest) -> dict:
 
 @role_required(VIEWER)
 def alert_list(request: HttpRequest, errors=None, status=200) -> HttpResponse:
-    rules = list(AlertRule.objects.all())
+    rules = list(AlertRule.objects.filter(cluster=clusters.current_name()))
     last = service.last_events(rules)
     rows = [
         {"rule": r, "target": webhook_target(r.webhook_url), "last": last.get(r.id)} for r in rules

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 
-from cluster_client import state, zk
+from cluster_client import clusters, state, zk
 from cluster_client.errors import OpError
 from console.roles import VIEWER, role_required
 from console.views.brokers import CLUSTER_CHARTS, chart_context
@@ -27,7 +26,7 @@ def home(request: HttpRequest) -> HttpResponse:
     for b in summary["brokers"]:
         b["bytes"] = dirs.get(b["id"])
     context = {
-        "bootstrap": settings.QUILL_BOOTSTRAP_SERVERS,
+        "bootstrap": clusters.current().bootstrap,
         "summary": summary,
         "zk": stats,
         "events": history.events(100),

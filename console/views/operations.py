@@ -11,6 +11,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from cluster_client import clusters
 from cluster_client.errors import OpError
 from console.roles import VIEWER, role_required
 from console.views.common import attempt, back, page
@@ -24,7 +25,7 @@ LIST_FIELDS = ("topics",)
 
 @role_required(VIEWER)
 def operation_list(request: HttpRequest) -> HttpResponse:
-    ops = Operation.objects.all()[:200]
+    ops = Operation.objects.filter(cluster=clusters.current_name())[:200]
     return page(request, "console/operations.html", {"operations": ops}, ["operations"])
 
 

@@ -339,7 +339,7 @@
 
   function connect(subs, attempt) {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}/ws/live/?subs=${encodeURIComponent(subs)}`);
+    const ws = new WebSocket(`${scheme}://${location.host}/ws/live/?subs=${encodeURIComponent(subs)}&cluster=${encodeURIComponent(document.body.dataset.cluster || "")}`);
     setState("connecting");
     socket = ws;
     ws.onopen = () => {

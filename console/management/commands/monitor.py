@@ -9,7 +9,14 @@ import logging
 
 from django.core.management.base import BaseCommand, CommandError
 
+from cluster_client import clusters
 from console.monitor.run import Monitor
+
+
+async def _run_all(monitors: list[Monitor], samples: int | None) -> None:
+    """Every cluster's monitor at once; one failing ends the process (its supervisor
+    restarts it) rather than leaving that cluster's pages silently static."""
+    await asyncio.gather(*(m.run(samples) for m in monitors))
 
 
 class Command(BaseCommand):
@@ -35,14 +42,16 @@ class Command(BaseCommand):
         if check:
             from livefeed import history
 
-            age = history.monitor_age()
-            if age is None or age > 10:
-                raise CommandError(f"no monitor sample in Redis (last: {age} s ago)")
-            self.stdout.write(f"monitor sampled {age:.1f} s ago")
+            for name in clusters.names():
+                with clusters.activate(name):
+                    age = history.monitor_age()
+                if age is None or age > 10:
+                    raise CommandError(f"{name}: no monitor sample in Redis (last: {age} s ago)")
+                self.stdout.write(f"{name}: monitor sampled {age:.1f} s ago")
             return
         logging.getLogger("kazoo").setLevel(logging.WARNING)
-        monitor = Monitor(interval=interval)
+        monitors = [Monitor(interval=interval, cluster=name) for name in clusters.names()]
         try:
-            asyncio.run(monitor.run(samples))
+            asyncio.run(_run_all(monitors, samples))
         except KeyboardInterrupt:
             pass
