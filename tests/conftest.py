@@ -108,6 +108,21 @@ def _start_server(spec: services.ServiceSpec, owner: Path) -> ManagedProcess:
     return proc
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing(django_test_environment):
+    """Django's default hasher (PBKDF2, 1,000,000 rounds) cost ~0.5 s of CPU each time a
+    test made a user with a password or logged one in, hundreds of times a run. Hash
+    with MD5 in this process, as Django's testing docs advise; the other hashers stay
+    listed, so a PBKDF2 hash made by a console process still checks. No test here is
+    about the hash itself; console processes the tests start keep Django's default."""
+    from django.conf import global_settings
+    from django.test.utils import override_settings
+
+    hashers = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    with override_settings(PASSWORD_HASHERS=hashers + global_settings.PASSWORD_HASHERS):
+        yield
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     state = tmp_path_factory.mktemp("zookeeper")
