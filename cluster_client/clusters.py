@@ -6,7 +6,9 @@ objects (Kafka's names for the keys)::
     [{"name": "prod", "bootstrap.servers": "b1:9092", "zookeeper.connect": "z1:2181/prod",
       "client.config": "/etc/quill/prod-client.properties",
       "zookeeper.jaas.config": "/etc/quill/prod-jaas.conf",
-      "metrics.base.port": 9404, "metrics.ports": {"1": 9404}}]
+      "metrics.base.port": 9404, "metrics.ports": {"1": 9404},
+      "schema.registry.url": "https://sr-prod:8081",
+      "schema.registry.basic.auth.user.info": "user:password"}]
 
 Without it, the single-cluster settings (QUILL_BOOTSTRAP_SERVERS, QUILL_ZOOKEEPER_*,
 the client security variables, QUILL_METRICS_*) are the cluster named "default", read
@@ -38,7 +40,14 @@ from cluster_client.errors import NotFound
 DEFAULT = "default"
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 REQUIRED = ("name", "bootstrap.servers", "zookeeper.connect")
-OPTIONAL = ("client.config", "zookeeper.jaas.config", "metrics.base.port", "metrics.ports")
+OPTIONAL = (
+    "client.config",
+    "zookeeper.jaas.config",
+    "metrics.base.port",
+    "metrics.ports",
+    "schema.registry.url",  # Confluent clients' names for the registry and its basic auth
+    "schema.registry.basic.auth.user.info",
+)
 
 
 class ClusterConfigError(ValueError):
@@ -62,6 +71,9 @@ class Cluster:
     client_properties: Mapping[str, str] | None = field(default=None, repr=False)
     metrics_base_port: int = 0
     metrics_ports: dict[int, int] = field(default_factory=dict)
+    # Its schema registry ("": none of its own) and basic auth (user, password) or None.
+    schema_registry_url: str = ""
+    schema_registry_auth: tuple[str, str] | None = field(default=None, repr=False)
 
 
 def parse(raw: str) -> dict[str, Cluster]:
@@ -124,6 +136,7 @@ def _entry(i: int, entry) -> Cluster:
             f'{where}: metrics.ports maps broker ids to ports ({{"1": 9404}}) and '
             "metrics.base.port is a port number."
         ) from None
+    registry_url, registry_auth = _schema_registry(where, entry)
     return Cluster(
         name=name,
         bootstrap=entry["bootstrap.servers"].strip(),
@@ -133,7 +146,27 @@ def _entry(i: int, entry) -> Cluster:
         client_properties=properties,
         metrics_base_port=base,
         metrics_ports=ports,
+        schema_registry_url=registry_url,
+        schema_registry_auth=registry_auth,
     )
+
+
+def _schema_registry(where: str, entry: dict) -> tuple[str, tuple[str, str] | None]:
+    """schema.registry.url (http or https) and basic.auth.user.info ("user:password")."""
+    url = entry.get("schema.registry.url", "")
+    info = entry.get("schema.registry.basic.auth.user.info", "")
+    if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
+        raise ClusterConfigError(f"{where}: schema.registry.url is an http:// or https:// URL.")
+    if not isinstance(info, str) or (info and ":" not in info):
+        raise ClusterConfigError(
+            f'{where}: schema.registry.basic.auth.user.info is "user:password".'
+        )
+    if info and not url:
+        raise ClusterConfigError(
+            f"{where}: schema.registry.basic.auth.user.info needs schema.registry.url."
+        )
+    user, _, password = info.partition(":")
+    return url.strip().rstrip("/"), (user, password) if info else None
 
 
 def clusters_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Cluster]:

@@ -3,6 +3,7 @@ and after. Operations in console.changes call `record` once per attempt."""
 
 from __future__ import annotations
 
+from cluster_client import clusters
 from console.models import AuditEntry
 from console.roles import role_of
 from console.sso.refusal import refusal
@@ -27,6 +28,7 @@ def record(
         source=source,
         action=action,
         target=target,
+        cluster=clusters.current_name(),
         before=before,
         after=after,
         ok=ok,

@@ -24,6 +24,8 @@ class AuditEntry(models.Model):
     source = models.CharField(max_length=8)  # ui | api | cli
     action = models.CharField(max_length=64, db_index=True)  # topic.create, quota.set, ...
     target = models.CharField(max_length=512, db_index=True)  # topic:orders, group:g1, ...
+    # the cluster it was done on (cluster_client.clusters; "default" for a single cluster)
+    cluster = models.CharField(max_length=40, default="default", db_index=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     ok = models.BooleanField(default=True)
@@ -48,6 +50,7 @@ class AuditEntry(models.Model):
             "source": self.source,
             "action": self.action,
             "target": self.target,
+            "cluster": self.cluster,
             "before": self.before,
             "after": self.after,
             "ok": self.ok,
@@ -94,6 +97,8 @@ class TopicSchema(models.Model):
     KINDS = [("avro", "Avro (JSON schema)"), ("protobuf", "Protobuf (.proto text)")]
     PARTS = [("key", "key"), ("value", "value")]
 
+    # the cluster whose topic it is (cluster_client.clusters; "default" for a single cluster)
+    cluster = models.CharField(max_length=40, default="default")
     topic = models.CharField(max_length=249, db_index=True)
     part = models.CharField(max_length=5, choices=PARTS)
     kind = models.CharField(max_length=8, choices=KINDS)
@@ -105,7 +110,9 @@ class TopicSchema(models.Model):
     class Meta:
         ordering = ["topic", "part"]
         constraints = [
-            models.UniqueConstraint(fields=["topic", "part"], name="one_schema_per_topic_part")
+            models.UniqueConstraint(
+                fields=["cluster", "topic", "part"], name="one_schema_per_cluster_topic_part"
+            )
         ]
 
     def __str__(self) -> str:

@@ -180,3 +180,39 @@ def test_task_names_and_job_kinds_are_the_ones_stored_before():
     assert TASKS_BEFORE <= set(app.tasks)
     assert {entry["task"] for entry in app.conf.beat_schedule.values()} <= set(app.tasks)
     assert set(KINDS) == KINDS_BEFORE == set(jobs.RUNNERS)
+
+
+PER_CLUSTER_READ_BACK = """
+import json
+from console.models import AuditEntry, TopicSchema
+TopicSchema.objects.create(cluster="beta", topic="orders", part="value", kind="avro",
+                           schema="{}", updated_by="ops")
+print(json.dumps({
+    "schemas": sorted(TopicSchema.objects.values_list("cluster", "topic", "part")),
+    "audit": list(AuditEntry.objects.values_list("cluster", "action")),
+}))
+"""
+
+
+def test_schemas_and_audit_entries_made_before_belong_to_the_default_cluster(tmp_path):
+    """console 0007 (issue 29): uploaded schemas and audit entries get a cluster column;
+    rows made before are the one cluster's ("default"), and another cluster may then
+    have a schema for a topic of the same name."""
+    db = tmp_path / "console.sqlite3"
+    manage(tmp_path, "migrate", "console", "0006_topic_schemas", "--no-input")
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO console_topicschema (topic, part, kind, schema, message, updated,"
+            " updated_by) VALUES ('orders', 'value', 'avro', '{}', '', '2026-11-27', 'ops')"
+        )
+        conn.execute(
+            "INSERT INTO console_auditentry (at, username, source, action, target, ok,"
+            " detail) VALUES ('2026-11-27', 'ops', 'api', 'schema.set', 'topic:orders', 1, '')"
+        )
+    out = manage(tmp_path, "migrate", "--no-input")
+    assert "Applying console.0007_topicschema_cluster_and_audit_cluster... OK" in out
+    rows = json.loads(manage(tmp_path, "shell", "-c", PER_CLUSTER_READ_BACK).splitlines()[-1])
+    assert rows == {
+        "schemas": [["beta", "orders", "value"], ["default", "orders", "value"]],
+        "audit": [["default", "schema.set"]],
+    }

@@ -11,8 +11,11 @@ import pytest
 
 from cluster_client.clusters import ClusterConfigError, parse
 from tests.console_helpers import cluster_spec, commit_group_offsets, point_console_at, unique
+from tests.schema_helpers import AVRO_USER, Registry, avro_bytes, produce, wire
 
 pytest_plugins = ["tests.console_helpers"]
+
+USER = {"name": "ann", "visits": 3}
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +78,22 @@ def make_topic(client, prefix: str, **configs) -> str:
             "unknown keys ['zk']",
         ),
         ("/nonexistent/clusters.json", "cannot read"),
+        (
+            '[{"name": "a", "bootstrap.servers": "b:1", "zookeeper.connect": "z:1",'
+            ' "schema.registry.url": "ftp://sr:1"}]',
+            "schema.registry.url is an http:// or https:// URL",
+        ),
+        (
+            '[{"name": "a", "bootstrap.servers": "b:1", "zookeeper.connect": "z:1",'
+            ' "schema.registry.url": "http://sr:1",'
+            ' "schema.registry.basic.auth.user.info": "nopassword"}]',
+            'basic.auth.user.info is "user:password"',
+        ),
+        (
+            '[{"name": "a", "bootstrap.servers": "b:1", "zookeeper.connect": "z:1",'
+            ' "schema.registry.basic.auth.user.info": "u:p"}]',
+            "needs schema.registry.url",
+        ),
     ],
 )
 def test_bad_cluster_config_is_refused_with_the_reason(raw, says):
@@ -243,6 +262,113 @@ def test_alerts_are_per_cluster(two, console, settings):
     assert [(e.rule_id, e.group_id, e.lag) for e in fired] == [(rules["b"], group, 2)]
     assert [e["rule"] for e in client.get("/c/b/api/alerts/events").json()] == [rules["b"]]
     assert client.get("/api/alerts/events").json() == []
+
+
+# ---------------------------------------------------------------- schemas, registries, audit
+POINT = {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "int"}]}
+
+
+def read(client, prefix: str, topic: str) -> list[dict]:
+    q = {"topic": topic, "partition": 0, "mode": "offset", "value": 0}
+    r = client.get(f"{prefix}/api/messages", q)
+    assert r.status_code == 200, r.content
+    return r.json()["records"]
+
+
+def put_schema(client, prefix: str, topic: str, schema: dict):
+    body = {"kind": "avro", "schema": json.dumps(schema)}
+    return api(client, "put", f"{prefix}/api/topics/{topic}/schemas/value", body)
+
+
+def test_uploaded_schemas_are_per_cluster(two, console):
+    a, b = two
+    topic = unique("sch")  # the same name in both clusters, different records
+    produce(a.bootstrap, topic, [(None, avro_bytes(AVRO_USER, {"name": "ann", "visits": 3}))])
+    produce(b.bootstrap, topic, [(None, avro_bytes(POINT, {"x": 42}))])
+    client = console.login("operator")
+    assert put_schema(client, "/c/a", topic, AVRO_USER).status_code == 200
+    # b neither lists nor uses a's schema for its own topic of that name
+    assert client.get(f"/c/b/api/topics/{topic}/schemas").json() == []
+    assert "value_schema" not in read(client, "/c/b", topic)[0]
+    assert api(client, "delete", f"/c/b/api/topics/{topic}/schemas/value").status_code == 404
+    # b gets its own; each cluster decodes with its own
+    assert put_schema(client, "/c/b", topic, POINT).status_code == 200
+    assert json.loads(read(client, "", topic)[0]["value_schema"]["json"]) == {
+        "name": "ann",
+        "visits": 3,
+    }
+    assert json.loads(read(client, "/c/b", topic)[0]["value_schema"]["json"]) == {"x": 42}
+    from console.models import TopicSchema
+
+    rows = TopicSchema.objects.filter(topic=topic).order_by("cluster")
+    assert [(r.cluster, json.loads(r.schema)["name"]) for r in rows] == [
+        ("a", "User"),
+        ("b", "Point"),
+    ]
+    # deleting b's leaves a's
+    assert api(client, "delete", f"/c/b/api/topics/{topic}/schemas/value").status_code == 204
+    assert [s["part"] for s in client.get(f"/c/a/api/topics/{topic}/schemas").json()] == ["value"]
+
+
+@pytest.fixture
+def registries():
+    """Two registries, both serving a schema with id 1: a User in one, a Point in the
+    other (which wants basic auth)."""
+    reg_a = Registry({1: {"schema": json.dumps(AVRO_USER)}})
+    reg_b = Registry({1: {"schema": json.dumps(POINT)}}, auth=("sr-b", "pw:b"))
+    yield reg_a, reg_b
+    reg_a.close()
+    reg_b.close()
+
+
+def test_each_cluster_has_its_own_schema_registry(
+    settings, console_cluster, second_cluster, redis_server, db, console, registries
+):
+    from console.schemas import registry as registry_client
+
+    reg_a, reg_b = registries
+    point_console_at(settings, console_cluster, redis_server)
+    spec_b = cluster_spec("b", second_cluster) | {
+        "schema.registry.url": reg_b.url + "/",
+        "schema.registry.basic.auth.user.info": "sr-b:pw:b",
+    }
+    specs = [cluster_spec("a", console_cluster), spec_b, cluster_spec("c", second_cluster)]
+    settings.QUILL_CLUSTERS = parse(json.dumps(specs))
+    settings.QUILL_SCHEMA_REGISTRY_URL = reg_a.url  # the default cluster's (a) registry
+    registry_client.reset()
+    topic = unique("sr")
+    produce(console_cluster.bootstrap, topic, [(None, wire(1, avro_bytes(AVRO_USER, USER)))])
+    produce(second_cluster.bootstrap, topic, [(None, wire(1, avro_bytes(POINT, {"x": 7})))])
+    client = console.login("viewer")
+    try:
+        for _ in range(2):  # the second time from the cache: still each cluster's own id 1
+            assert json.loads(read(client, "", topic)[0]["value_schema"]["json"]) == USER
+            assert json.loads(read(client, "/c/b", topic)[0]["value_schema"]["json"]) == {"x": 7}
+        assert (reg_a.requests, reg_b.requests) == (["/schemas/ids/1"], ["/schemas/ids/1"])
+        # c (b's brokers, no registry of its own, not the default): nothing to decode with
+        assert "value_schema" not in read(client, "/c/c", topic)[0]
+    finally:
+        registry_client.reset()
+        from cluster_client import zk
+
+        zk.reset()
+
+
+def test_the_audit_log_names_the_cluster(two, console):
+    from console.models import AuditEntry
+
+    client = console.login("admin")
+    in_a, in_b = make_topic(client, ""), make_topic(client, "/c/b")
+    made = AuditEntry.objects.filter(
+        action="topic.create", target__in=[f"topic:{in_a}", f"topic:{in_b}"]
+    )
+    assert sorted((e.target, e.cluster) for e in made) == sorted(
+        [(f"topic:{in_a}", "a"), (f"topic:{in_b}", "b")]
+    )
+    listed = client.get("/c/b/api/audit", {"target": in_b}).json()
+    assert [(e["action"], e["cluster"]) for e in listed] == [("topic.create", "b")]
+    page = client.get("/audit/", {"target": in_b}).content.decode()
+    assert f'<td class="mono">topic:{in_b}</td><td>b</td>' in page
 
 
 # ---------------------------------------------------------------- live pages

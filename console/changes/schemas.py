@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from cluster_client import zk
+from cluster_client import clusters, zk
 from cluster_client.errors import NotFound, OpError
 from console.changes import Actor, validation
 from console.roles import OPERATOR
@@ -15,10 +15,11 @@ from console.schemas import codec
 from console.schemas.decoder import PARTS
 
 
-def _model():
+def _rows():
+    """The uploaded schemas of the current cluster (each cluster has its own)."""
     from console.models import TopicSchema
 
-    return TopicSchema
+    return TopicSchema.objects.filter(cluster=clusters.current_name())
 
 
 def _audit(row) -> dict | None:
@@ -39,7 +40,7 @@ def _part(part: str) -> str:
 
 
 def listing(topic: str) -> list[dict]:
-    return [row.as_dict() for row in _model().objects.filter(topic=topic)]
+    return [row.as_dict() for row in _rows().filter(topic=topic)]
 
 
 def upload(actor: Actor, topic: str, part: str, kind: str, schema: str, message: str = "") -> dict:
@@ -69,10 +70,9 @@ def upload(actor: Actor, topic: str, part: str, kind: str, schema: str, message:
     except codec.SchemaError as exc:
         field = "message" if str(exc).startswith("no message") else "schema"
         raise OpError(f"That schema cannot be used: {str(exc).rstrip('.')}.", field) from None
-    Model = _model()
-    row = Model.objects.filter(topic=topic, part=part).first()
+    row = _rows().filter(topic=topic, part=part).first()
     before = _audit(row)
-    row = row or Model(topic=topic, part=part)
+    row = row or _rows().model(cluster=clusters.current_name(), topic=topic, part=part)
     row.kind, row.schema, row.message = kind, schema, message
     row.updated_by = getattr(actor.user, "username", "") or ""
     row.save()
@@ -83,7 +83,7 @@ def upload(actor: Actor, topic: str, part: str, kind: str, schema: str, message:
 def delete(actor: Actor, topic: str, part: str) -> None:
     actor.require(OPERATOR)
     part = _part(part)
-    row = _model().objects.filter(topic=topic, part=part).first()
+    row = _rows().filter(topic=topic, part=part).first()
     if row is None:
         raise NotFound(f"{topic} has no {part} schema uploaded.")
     before = _audit(row)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+from cluster_client import clusters
 from console.schemas import codec, registry
 from console.schemas.codec import Compiled, SchemaError
 
@@ -35,7 +36,8 @@ class Decoder:
         self.deadline = deadline or time.monotonic() + DECODE_BUDGET_S
         self.registry = registry.registry_settings() is not None
         self.uploaded: dict[str, tuple] = {}
-        for row in TopicSchema.objects.filter(topic=topic):
+        here = TopicSchema.objects.filter(cluster=clusters.current_name())
+        for row in here.filter(topic=topic):
             self.uploaded[row.part] = (row, None)  # compiled on first use
 
     @property

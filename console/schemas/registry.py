@@ -1,5 +1,6 @@
 """Schemas by id from a Confluent-compatible schema registry (GET /schemas/ids/{id}),
-compiled once and cached per id with a bound, fetched with timeouts. A registry that is
+compiled once and cached per (cluster, registry, id) with a bound (each cluster of
+the console has its own registry: two clusters' id 1 are different schemas), fetched with timeouts. A registry that is
 down or answers garbage gives a SchemaError with a sentence ("schema 7: registry
 unreachable"), remembered for a few seconds so one page does not wait on it per record."""
 
@@ -13,6 +14,7 @@ from collections import OrderedDict
 import requests
 from django.conf import settings
 
+from cluster_client import clusters
 from console.schemas import codec
 from console.schemas.codec import Compiled, SchemaError
 
@@ -22,21 +24,26 @@ CONNECT_TIMEOUT_S = 2.0
 TYPES = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}
 
 _lock = threading.Lock()
-_cache: OrderedDict = OrderedDict()  # (url, id) -> Compiled | SchemaError, expiry
-_down_until: dict[str, tuple[float, str]] = {}  # url -> (until, why)
+_cache: OrderedDict = OrderedDict()  # (cluster, url, id) -> Compiled | SchemaError, expiry
+_down_until: dict[tuple[str, str], tuple[float, str]] = {}  # (cluster, url) -> (until, why)
 
 
 def registry_settings() -> dict | None:
-    """The registry to ask, from the console's settings (None: no registry configured)."""
-    url = (getattr(settings, "QUILL_SCHEMA_REGISTRY_URL", "") or "").rstrip("/")
+    """The current cluster's registry (None: it has none): its schema.registry.url in
+    QUILL_CLUSTERS, else, for the default cluster, QUILL_SCHEMA_REGISTRY_*."""
+    cluster = clusters.current()
+    url, auth = cluster.schema_registry_url, cluster.schema_registry_auth
+    if not url and cluster.name == clusters.default_name():
+        url = (getattr(settings, "QUILL_SCHEMA_REGISTRY_URL", "") or "").rstrip("/")
+        user = getattr(settings, "QUILL_SCHEMA_REGISTRY_USER", "") or ""
+        password = getattr(settings, "QUILL_SCHEMA_REGISTRY_PASSWORD", "") or ""
+        auth = (user, password) if user else None
     if not url:
         return None
-    user = getattr(settings, "QUILL_SCHEMA_REGISTRY_USER", "") or ""
     return {
+        "cluster": cluster.name,
         "url": url,
-        "auth": (user, getattr(settings, "QUILL_SCHEMA_REGISTRY_PASSWORD", "") or "")
-        if user
-        else None,
+        "auth": auth,
         "timeout_s": float(getattr(settings, "QUILL_SCHEMA_REGISTRY_TIMEOUT_S", 3.0)),
     }
 
@@ -89,7 +96,8 @@ def schema(schema_id: int) -> Compiled:
     conf = registry_settings()
     if conf is None:
         raise SchemaError(f"schema {schema_id}: no schema registry is configured")
-    key, now = (conf["url"], schema_id), time.monotonic()
+    where = (conf["cluster"], conf["url"])
+    key, now = (*where, schema_id), time.monotonic()
     with _lock:
         hit = _cache.get(key)
         if hit is not None and hit[1] > now:
@@ -97,7 +105,7 @@ def schema(schema_id: int) -> Compiled:
             if isinstance(hit[0], SchemaError):
                 raise hit[0]
             return hit[0]
-        down = _down_until.get(conf["url"])
+        down = _down_until.get(where)
         if down and down[0] > now:
             raise SchemaError(f"schema {schema_id}: {down[1]}")
     try:
@@ -105,7 +113,7 @@ def schema(schema_id: int) -> Compiled:
         expiry = float("inf")
     except ConnectionError as exc:
         with _lock:
-            _down_until[conf["url"]] = (time.monotonic() + FAILURE_TTL_S, str(exc))
+            _down_until[where] = (time.monotonic() + FAILURE_TTL_S, str(exc))
         raise SchemaError(f"schema {schema_id}: {exc}") from None
     except SchemaError as exc:
         result, expiry = SchemaError(f"schema {schema_id}: {exc}"), now + FAILURE_TTL_S
