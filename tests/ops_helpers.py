@@ -87,9 +87,12 @@ def described(bootstrap: str, kind: str, name: str, key: str) -> str | None:
     return None if entry is None or entry.value is None else entry.value
 
 
-def create_topic(cluster, prefix: str, replicas: list[list[int]], records: int = 0) -> str:
+def create_topic(
+    cluster, prefix: str, replicas: list[list[int]], records: int = 0, one_per_batch: bool = False
+) -> str:
     """A topic with this replica assignment, every replica in sync; ``records`` values of
-    1000 zero bytes in partition 0 (acks=all)."""
+    1000 zero bytes in partition 0 (acks=all); ``one_per_batch``: each record its own
+    batch, so a follower's fetch (at least one whole batch) cannot take them all at once."""
     topic = unique(prefix)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     new = NewTopic(topic, num_partitions=len(replicas), replica_assignment=replicas)
@@ -101,7 +104,10 @@ def create_topic(cluster, prefix: str, replicas: list[list[int]], records: int =
         what=f"{topic}'s replicas in sync",
     )
     if records:
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        config = {"bootstrap.servers": cluster.bootstrap, "acks": "all"}
+        if one_per_batch:
+            config |= {"batch.num.messages": 1, "linger.ms": 0}
+        producer = Producer(config)
         for _ in range(records):
             producer.produce(topic, value=bytes(1000), partition=0)
         assert producer.flush(30) == 0

@@ -16,6 +16,11 @@ from tests.wait_helpers import wait_until
 pytestmark = pytest.mark.cluster
 
 SETTINGS = {
+    # a follower fetches at most ~4 one-record batches at a time, so a move throttled to
+    # 2000 B/s stays in progress for the steps that look at it, however slow they run
+    # (with 1 MB fetches the first one took everything and the move could finish between
+    # two CLI runs on a loaded machine)
+    "replica.fetch.max.bytes": "4096",
     "zookeeper.session.timeout.ms": "2000",
     "replica.lag.time.max.ms": "2000",
     "auto.leader.rebalance.enable": "false",
@@ -77,7 +82,7 @@ def _no_throttle_left(cluster, topic) -> bool:
 def test_generate_execute_verify_with_a_throttle(ops_cluster, tmp_path):
     cluster = ops_cluster
     b = cluster.bootstrap
-    topic = create_topic(cluster, "cli", [[1, 2], [2, 1]], records=200)
+    topic = create_topic(cluster, "cli", [[1, 2], [2, 1]], records=200, one_per_batch=True)
     assert tool("reassign_partitions", b, "--list").out == "No partition reassignments found.\n"
 
     topics_file = tmp_path / "topics.json"
@@ -146,7 +151,7 @@ def test_generate_execute_verify_with_a_throttle(ops_cluster, tmp_path):
 def test_cancel_puts_the_replicas_back(ops_cluster, tmp_path):
     cluster = ops_cluster
     b = cluster.bootstrap
-    topic = create_topic(cluster, "cli", [[2, 3]], records=200)
+    topic = create_topic(cluster, "cli", [[2, 3]], records=200, one_per_batch=True)
     plan = tmp_path / "plan.json"
     plan.write_text(_plan(topic, {0: [1, 2]}))
     run = tool("reassign_partitions", b,
