@@ -7,6 +7,10 @@ a real broker, records produced by confluent-kafka."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +29,7 @@ pytest_plugins = ["tests.console_helpers"]
 
 AVRO_ID, PROTO_ID, JSON_ID, GARBAGE_ID, UNKNOWN_ID = 7, 8, 10, 9, 99
 NAMES = ["shop.Customer", "shop.Order", "shop.Order.Line"]
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -349,3 +354,49 @@ def test_raw_value_starting_with_zero_falls_back_to_the_uploaded_schema(with_reg
     assert json.loads(rec["value_schema"]["json"]) == {"name": "", "visits": 2**30}
     # proto3 fields left at their defaults are shown, not dropped
     assert json.loads(rec["key_schema"]["json"]) == {"name": ""}
+
+
+# ---------------------------------------------------------------- hostile schemas and payloads
+
+DEEP_LIST = b"\x02" * 5000 + b"\x00"  # a Node linked list 5000 long
+
+
+def test_a_deep_recursive_avro_value_does_not_kill_the_process():
+    """fastavro's compiled reader has no depth check: this payload segfaulted the
+    process; run in a subprocess so the old code fails the test, not the test run."""
+    code = (
+        "import json, sys\n"
+        "from console.schemas import codec\n"
+        f"c = codec.compile_avro({json.dumps(json.dumps(RECURSIVE))})\n"
+        "try:\n"
+        f"    codec.decode_avro(c, {DEEP_LIST!r})\n"
+        "except codec.SchemaError as exc:\n"
+        "    print(exc)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run
+    assert run.stdout.decode().strip() == "the value nests deeper than 64 levels"
+
+
+def test_a_deep_recursive_record_is_shown_raw_and_the_console_lives_on(console):
+    topic = unique("deep")
+    produce(console.cluster.bootstrap, topic, [(b"deep", DEEP_LIST), (b"short", b"\x02\x00")])
+    operator = console.login("operator")
+    avro = {"kind": "avro", "schema": json.dumps(RECURSIVE)}
+    assert put_schema(operator, topic, "value", avro).status_code == 200
+    for _ in range(2):  # a second request: the process is still there
+        recs = read(console.login("viewer"), topic)
+        assert recs[0]["value_schema"]["error"] == "the value nests deeper than 64 levels"
+        assert recs[0]["value"] == DEEP_LIST.decode("latin-1")
+        assert json.loads(recs[1]["value_schema"]["json"]) == {"next": {"next": None}}
+    page = console.login("viewer").get(
+        "/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0}
+    )
+    assert page.status_code == 200 and b"nests deeper than 64 levels" in page.content

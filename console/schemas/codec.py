@@ -21,9 +21,12 @@ import uuid
 from dataclasses import dataclass
 
 import fastavro
+from fastavro import _read_py
 from fastavro.schema import SchemaParseException, UnknownType
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError
+
+from console.schemas import avro_shape
 
 MAX_SCHEMA_CHARS = 256 * 1024  # a schema's text (uploaded, or from the registry)
 MAX_PAYLOAD_BYTES = 1024 * 1024  # a key or value decoded; larger ones are shown raw
@@ -48,6 +51,9 @@ class Compiled:
 
     kind: str
     avro: object = None
+    # a recursive Avro schema: decoded by fastavro's pure-Python reader, whose depth
+    # Python bounds (a RecursionError); the compiled one has no check and segfaults
+    avro_recursive: bool = False
     pool: object = None
     file: object = None  # FileDescriptorProto of the schema's own file
 
@@ -104,15 +110,16 @@ def compile_avro(text: str) -> Compiled:
         raise SchemaError(f"the Avro schema is not JSON: {exc}") from None
     except RecursionError:
         raise SchemaError("the Avro schema is nested too deeply") from None
+    named: dict = {}
     try:
-        parsed = fastavro.parse_schema(doc)
+        parsed = fastavro.parse_schema(doc, named_schemas=named)
     except UnknownType as exc:
         raise SchemaError(f"the Avro schema does not parse: unknown type {exc}") from None
     except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise SchemaError(f"the Avro schema does not parse: {exc}") from None
     except RecursionError:
         raise SchemaError("the Avro schema is nested too deeply") from None
-    return Compiled("avro", avro=parsed)
+    return Compiled("avro", avro=parsed, avro_recursive=bool(avro_shape.recursive_names(named)))
 
 
 def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
@@ -198,8 +205,9 @@ def _depth(value, limit: int = MAX_DEPTH) -> None:
 
 def decode_avro(compiled: Compiled, payload: bytes):
     buf = io.BytesIO(payload)
+    reader = _read_py.schemaless_reader if compiled.avro_recursive else fastavro.schemaless_reader
     try:
-        value = fastavro.schemaless_reader(buf, compiled.avro, None)
+        value = reader(buf, compiled.avro, None)
     except RecursionError:
         raise SchemaError(f"the value nests deeper than {MAX_DEPTH} levels") from None
     except (EOFError, StopIteration, ValueError, IndexError, TypeError, KeyError) as exc:
