@@ -28,6 +28,7 @@ from tests.schema_helpers import (
 pytest_plugins = ["tests.console_helpers"]
 
 AVRO_ID, PROTO_ID, JSON_ID, GARBAGE_ID, UNKNOWN_ID = 7, 8, 10, 9, 99
+ZERO_ITEMS_ID = 11
 NAMES = ["shop.Customer", "shop.Order", "shop.Order.Line"]
 REPO = Path(__file__).resolve().parent.parent
 
@@ -205,6 +206,26 @@ RECURSIVE = {
 }
 
 
+EMPTY = {"type": "record", "name": "Empty", "fields": []}
+# arrays whose items take no bytes: 5 bytes of payload could claim billions of items
+ZERO_BYTE_ITEM_ARRAYS = [
+    {"type": "array", "items": "null"},
+    {"type": "array", "items": EMPTY},
+    {"type": "array", "items": {"type": "fixed", "name": "Nothing", "size": 0}},
+    {
+        "type": "record",
+        "name": "Holder",
+        "fields": [
+            {"name": "one", "type": EMPTY},
+            {
+                "name": "many",
+                "type": {"type": "map", "values": {"type": "array", "items": "Empty"}},
+            },
+        ],
+    },
+]
+
+
 @pytest.fixture(scope="module")
 def raw_topic(console_cluster):
     """Raw Avro values (no wire format), raw Protobuf keys: offset 0 bob, 1 carol, 2 a
@@ -301,6 +322,10 @@ def test_uploaded_schemas_decode_raw_records(console, raw_topic):
             {"kind": "avro", "schema": json.dumps({**AVRO_USER, "doc": "x" * 300_000})},
             "schema",
             "at most",
+        ),
+        *(
+            ({"kind": "avro", "schema": json.dumps(schema)}, "schema", "items take no bytes")
+            for schema in ZERO_BYTE_ITEM_ARRAYS
         ),
     ],
 )
@@ -400,3 +425,15 @@ def test_a_deep_recursive_record_is_shown_raw_and_the_console_lives_on(console):
         "/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0}
     )
     assert page.status_code == 200 and b"nests deeper than 64 levels" in page.content
+
+
+def test_a_registry_schema_of_zero_byte_items_is_a_note_per_record(with_registry, registry):
+    registry.schemas[ZERO_ITEMS_ID] = {"schema": json.dumps(ZERO_BYTE_ITEM_ARRAYS[0])}
+    topic = unique("nulls")
+    # a block of 1,000,000 nulls in 4 bytes (the old code built the list)
+    claim = wire(ZERO_ITEMS_ID, b"\x80\x89\x7a\x00")
+    produce(with_registry.cluster.bootstrap, topic, [(b"n", claim)])
+    got = read(with_registry.login("viewer"), topic)[0]["value_schema"]
+    assert got["json"] is None
+    assert got["error"].startswith(f"schema {ZERO_ITEMS_ID}: the Avro schema has an array whose")
+    assert "items take no bytes" in got["error"]

@@ -1,6 +1,7 @@
 """Shapes of a parsed Avro schema (fastavro.parse_schema's output, references as
 full-name strings, with the named_schemas dict it filled) that a decoder must treat
-with care: named types that contain themselves (a linked list, a tree)."""
+with care: named types that contain themselves (a linked list, a tree) and arrays whose
+items can take no bytes at all."""
 
 from __future__ import annotations
 
@@ -48,3 +49,56 @@ def recursive_names(named: dict) -> list[str]:
                 seen.add(name)
                 todo.extend(edges.get(name, ()))
     return found
+
+
+def _empty(node, named: dict, visiting: frozenset = frozenset()) -> bool:
+    """Whether a value of `node` can take zero bytes in Avro's binary encoding. A union
+    never does (its branch index takes a byte), nor a map entry (its key's length does)."""
+    if isinstance(node, str):
+        if node == "null":
+            return True
+        if node in named and node not in visiting:
+            return _empty(named[node], named, visiting | {node})
+        return False
+    if isinstance(node, dict):
+        kind = node.get("type")
+        if kind in ("record", "error"):
+            visiting = visiting | {node.get("name")}
+            return all(_empty(f.get("type"), named, visiting) for f in node.get("fields", []))
+        if kind == "fixed":
+            return node.get("size") == 0
+        if kind == "null":
+            return True
+        if not isinstance(kind, str):
+            return _empty(kind, named, visiting)
+    return False
+
+
+def _arrays(node, named: dict, seen: set):
+    """Every array schema inside `node` (each named type's body walked once)."""
+    if isinstance(node, str):
+        if node in named and node not in seen:
+            seen.add(node)
+            yield from _arrays(named[node], named, seen)
+    elif isinstance(node, list):
+        for branch in node:
+            yield from _arrays(branch, named, seen)
+    elif isinstance(node, dict):
+        kind = node.get("type")
+        if kind in ("record", "error"):
+            seen.add(node.get("name"))
+            for field in node.get("fields", []):
+                yield from _arrays(field.get("type"), named, seen)
+        elif kind == "array":
+            yield node
+            yield from _arrays(node.get("items"), named, seen)
+        elif kind == "map":
+            yield from _arrays(node.get("values"), named, seen)
+        elif not isinstance(kind, str):
+            yield from _arrays(kind, named, seen)
+
+
+def empty_item_arrays(parsed, named: dict) -> list:
+    """The item schemas of arrays whose items can take zero bytes: a 5-byte payload could
+    claim billions of them (each one a Python object), so such a schema is refused."""
+    return [a.get("items") for a in _arrays(parsed, named, set()) if _empty(a.get("items"), named)]

@@ -119,6 +119,13 @@ def compile_avro(text: str) -> Compiled:
         raise SchemaError(f"the Avro schema does not parse: {exc}") from None
     except RecursionError:
         raise SchemaError("the Avro schema is nested too deeply") from None
+    empty = avro_shape.empty_item_arrays(parsed, named)
+    if empty:
+        items = json.dumps(empty[0], default=str)[:80]
+        raise SchemaError(
+            f"the Avro schema has an array whose items take no bytes ({items}): a few bytes "
+            "could claim billions of them, so it is not decoded"
+        )
     return Compiled("avro", avro=parsed, avro_recursive=bool(avro_shape.recursive_names(named)))
 
 
