@@ -28,7 +28,7 @@ from tests.schema_helpers import (
 pytest_plugins = ["tests.console_helpers"]
 
 AVRO_ID, PROTO_ID, JSON_ID, GARBAGE_ID, UNKNOWN_ID = 7, 8, 10, 9, 99
-ZERO_ITEMS_ID = 11
+ZERO_ITEMS_ID, DEEP_JSON_ID = 11, 12
 NAMES = ["shop.Customer", "shop.Order", "shop.Order.Line"]
 REPO = Path(__file__).resolve().parent.parent
 
@@ -437,3 +437,23 @@ def test_a_registry_schema_of_zero_byte_items_is_a_note_per_record(with_registry
     assert got["json"] is None
     assert got["error"].startswith(f"schema {ZERO_ITEMS_ID}: the Avro schema has an array whose")
     assert "items take no bytes" in got["error"]
+
+
+def test_a_deeply_nested_json_record_is_a_note_not_a_500(with_registry, registry):
+    """json.loads raises RecursionError (not ValueError) on 100,000 brackets."""
+    registry.schemas[DEEP_JSON_ID] = {"schema": '{"type": "array"}', "schemaType": "JSON"}
+    topic = unique("deepjson")
+    deep = wire(DEEP_JSON_ID, b"[" * 100_000)
+    produce(
+        with_registry.cluster.bootstrap, topic, [(b"d", deep), (b"ok", wire(DEEP_JSON_ID, b"[1]"))]
+    )
+    client = with_registry.login("viewer")
+    recs = read(client, topic)
+    assert recs[0]["value_schema"]["error"] == "the value nests deeper than 64 levels"
+    assert recs[0]["value_schema"]["json"] is None
+    assert json.loads(recs[1]["value_schema"]["json"]) == [1]
+    page = client.get("/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0})
+    assert page.status_code == 200 and b"nests deeper than 64 levels" in page.content
+    found = client.get("/api/messages/search", {"topic": topic, "value": "[1]"})
+    assert found.status_code == 200, found.content
+    assert [r["offset"] for r in found.json()["records"]] == [1]

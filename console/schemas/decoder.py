@@ -63,6 +63,8 @@ class Decoder:
             return self._wire(data) if wire else self._uploaded(data, part)
         except SchemaError as exc:
             failed = _failed(getattr(exc, "badge", "schema"), str(exc))
+        except RecursionError:  # json.loads of b"[" * 100000, or any decoder's deep value
+            failed = _failed("schema", f"the value nests deeper than {codec.MAX_DEPTH} levels")
         if wire and part in self.uploaded:  # a raw payload that happens to start with 0
             try:
                 return self._uploaded(data, part)
