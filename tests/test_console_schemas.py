@@ -457,3 +457,30 @@ def test_a_deeply_nested_json_record_is_a_note_not_a_500(with_registry, registry
     found = client.get("/api/messages/search", {"topic": topic, "value": "[1]"})
     assert found.status_code == 200, found.content
     assert [r["offset"] for r in found.json()["records"]] == [1]
+
+
+def test_an_uploaded_proto_compiles_once_and_a_new_upload_is_used_at_once(console):
+    from console.schemas import codec
+
+    topic = unique("once")
+    produce(console.cluster.bootstrap, topic, [(b"\x0a\x01x", b"v")])  # field 1 = "x"
+    operator = console.login("operator")
+
+    def upload(field: str) -> None:
+        text = f'// {topic}\nsyntax = "proto3";\nmessage K {{ string {field} = 1; }}\n'
+        body = {"kind": "protobuf", "schema": text, "message": "K"}
+        assert put_schema(operator, topic, "key", body).status_code == 200
+
+    def key_json(client) -> dict:
+        return json.loads(read(client, topic)[0]["key_schema"]["json"])
+
+    upload("name")
+    before = codec.protoc_runs()
+    viewer = console.login("viewer")
+    assert key_json(viewer) == {"name": "x"}
+    page = viewer.get("/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0})
+    assert page.status_code == 200 and b"Protobuf K" in page.content
+    assert key_json(viewer) == {"name": "x"}
+    assert codec.protoc_runs() - before == 1  # three reads, one compile
+    upload("label")  # a changed schema is seen by the next page
+    assert key_json(viewer) == {"label": "x"}

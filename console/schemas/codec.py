@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 
@@ -37,6 +38,13 @@ PROTO_FILE = "schema.proto"
 WELL_KNOWN_INCLUDE = "/usr/include"
 
 KINDS = ("avro", "protobuf")
+
+_runs_lock = threading.Lock()
+_protoc_runs = 0  # protoc processes started by this process (tests count compiles with it)
+
+
+def protoc_runs() -> int:
+    return _protoc_runs
 
 
 class SchemaError(Exception):
@@ -152,6 +160,9 @@ def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
         if os.path.isdir(os.path.join(WELL_KNOWN_INCLUDE, "google", "protobuf")):
             includes.append(f"-I{WELL_KNOWN_INCLUDE}")
         cmd = [protoc, *includes, "--include_imports", f"--descriptor_set_out={out}", PROTO_FILE]
+        global _protoc_runs
+        with _runs_lock:
+            _protoc_runs += 1
         try:
             run = subprocess.run(
                 cmd, cwd=tmp, capture_output=True, timeout=PROTOC_TIMEOUT_S, check=False
