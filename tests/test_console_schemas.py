@@ -484,3 +484,29 @@ def test_an_uploaded_proto_compiles_once_and_a_new_upload_is_used_at_once(consol
     assert codec.protoc_runs() - before == 1  # three reads, one compile
     upload("label")  # a changed schema is seen by the next page
     assert key_json(viewer) == {"label": "x"}
+
+
+def test_a_proto_imports_only_the_well_known_types(console):
+    from google.protobuf import timestamp_pb2
+
+    topic = unique("imports")
+    at = timestamp_pb2.Timestamp(seconds=1_700_000_000).SerializeToString()
+    produce(console.cluster.bootstrap, topic, [(b"\x0a" + bytes([len(at)]) + at, b"v")])
+    operator = console.login("operator")
+    stamped = (
+        'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\n'
+        "message Stamped { google.protobuf.Timestamp at = 1; }\n"
+    )
+    body = {"kind": "protobuf", "schema": stamped, "message": "Stamped"}
+    assert put_schema(operator, topic, "key", body).status_code == 200
+    got = read(console.login("viewer"), topic)[0]["key_schema"]
+    assert json.loads(got["json"]) == {"at": "2023-11-14T22:13:20Z"}
+    # a file of the console's machine is neither imported nor shown (protoc read it as a
+    # .proto and printed its lines: "stdio.h:23:1: Expected top-level statement")
+    for header in ("stdio.h", "zlib.h"):
+        text = f'syntax = "proto3";\nimport "{header}";\nmessage M {{ string a = 1; }}\n'
+        resp = put_schema(operator, topic, "key", {**body, "schema": text, "message": "M"})
+        assert resp.status_code == 400, resp.content
+        detail = resp.json()["detail"]
+        assert f'Import "{header}" was not found' in detail, detail
+        assert f"{header}:" not in detail.replace(f'"{header}"', ""), detail

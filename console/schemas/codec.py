@@ -34,8 +34,10 @@ MAX_PAYLOAD_BYTES = 1024 * 1024  # a key or value decoded; larger ones are shown
 MAX_DEPTH = 64  # nesting of a decoded value
 PROTOC_TIMEOUT_S = 10
 PROTO_FILE = "schema.proto"
-# the well-known types (google/protobuf/timestamp.proto, ...) that Debian installs
-WELL_KNOWN_INCLUDE = "/usr/include"
+# the well-known types (google/protobuf/timestamp.proto, ...) that Debian installs: the
+# only files an uploaded .proto may import (protoc maps the virtual path to the directory)
+WELL_KNOWN_PREFIX = "google/protobuf"
+WELL_KNOWN_INCLUDE = "/usr/include/google/protobuf"
 
 KINDS = ("avro", "protobuf")
 
@@ -157,8 +159,8 @@ def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
             f.write(text)
         out = os.path.join(tmp, "set.pb")
         includes = [f"-I{tmp}"]
-        if os.path.isdir(os.path.join(WELL_KNOWN_INCLUDE, "google", "protobuf")):
-            includes.append(f"-I{WELL_KNOWN_INCLUDE}")
+        if os.path.isdir(WELL_KNOWN_INCLUDE):  # only google/protobuf/*, not all of /usr/include
+            includes.append(f"-I{WELL_KNOWN_PREFIX}={WELL_KNOWN_INCLUDE}")
         cmd = [protoc, *includes, "--include_imports", f"--descriptor_set_out={out}", PROTO_FILE]
         global _protoc_runs
         with _runs_lock:
@@ -171,11 +173,21 @@ def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
             raise SchemaError(f"protoc took more than {PROTOC_TIMEOUT_S} s") from None
         if run.returncode != 0:
             text = run.stderr.decode("utf-8", "replace").replace(tmp + os.sep, "")
-            lines = [x for x in text.splitlines() if x.strip() and "libprotobuf WARNING" not in x]
+            # only what protoc says of the schema's own text: not the lines of a file
+            # it found to import (they would show what is on the console's machine)
+            lines = [x for x in text.splitlines() if x.startswith(f"{PROTO_FILE}:")]
             why = "; ".join(lines[:3]) or f"protoc exited with {run.returncode}"
             raise SchemaError(f"the .proto does not compile: {why.rstrip('.')}")
         with open(out, "rb") as f:
-            return descriptor_pb2.FileDescriptorSet.FromString(f.read())
+            fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
+    # protoc also searches <its directory>/../include (/usr/include) whatever -I says
+    for file in fds.file:
+        if file.name != PROTO_FILE and not file.name.startswith(f"{WELL_KNOWN_PREFIX}/"):
+            raise SchemaError(
+                f"the .proto imports {file.name!r}: only the well-known types "
+                f"({WELL_KNOWN_PREFIX}/...) can be imported"
+            )
+    return fds
 
 
 def compile_protobuf(text: str) -> Compiled:
