@@ -7,6 +7,10 @@ a real broker, records produced by confluent-kafka."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +28,9 @@ from tests.schema_helpers import (
 pytest_plugins = ["tests.console_helpers"]
 
 AVRO_ID, PROTO_ID, JSON_ID, GARBAGE_ID, UNKNOWN_ID = 7, 8, 10, 9, 99
+ZERO_ITEMS_ID, DEEP_JSON_ID = 11, 12
 NAMES = ["shop.Customer", "shop.Order", "shop.Order.Line"]
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +206,26 @@ RECURSIVE = {
 }
 
 
+EMPTY = {"type": "record", "name": "Empty", "fields": []}
+# arrays whose items take no bytes: 5 bytes of payload could claim billions of items
+ZERO_BYTE_ITEM_ARRAYS = [
+    {"type": "array", "items": "null"},
+    {"type": "array", "items": EMPTY},
+    {"type": "array", "items": {"type": "fixed", "name": "Nothing", "size": 0}},
+    {
+        "type": "record",
+        "name": "Holder",
+        "fields": [
+            {"name": "one", "type": EMPTY},
+            {
+                "name": "many",
+                "type": {"type": "map", "values": {"type": "array", "items": "Empty"}},
+            },
+        ],
+    },
+]
+
+
 @pytest.fixture(scope="module")
 def raw_topic(console_cluster):
     """Raw Avro values (no wire format), raw Protobuf keys: offset 0 bob, 1 carol, 2 a
@@ -297,6 +323,10 @@ def test_uploaded_schemas_decode_raw_records(console, raw_topic):
             "schema",
             "at most",
         ),
+        *(
+            ({"kind": "avro", "schema": json.dumps(schema)}, "schema", "items take no bytes")
+            for schema in ZERO_BYTE_ITEM_ARRAYS
+        ),
     ],
 )
 def test_a_schema_that_does_not_compile_is_a_400(console, raw_topic, body, field, words):
@@ -349,3 +379,134 @@ def test_raw_value_starting_with_zero_falls_back_to_the_uploaded_schema(with_reg
     assert json.loads(rec["value_schema"]["json"]) == {"name": "", "visits": 2**30}
     # proto3 fields left at their defaults are shown, not dropped
     assert json.loads(rec["key_schema"]["json"]) == {"name": ""}
+
+
+# ---------------------------------------------------------------- hostile schemas and payloads
+
+DEEP_LIST = b"\x02" * 5000 + b"\x00"  # a Node linked list 5000 long
+
+
+def test_a_deep_recursive_avro_value_does_not_kill_the_process():
+    """fastavro's compiled reader has no depth check: this payload segfaulted the
+    process; run in a subprocess so the old code fails the test, not the test run."""
+    code = (
+        "import json, sys\n"
+        "from console.schemas import codec\n"
+        f"c = codec.compile_avro({json.dumps(json.dumps(RECURSIVE))})\n"
+        "try:\n"
+        f"    codec.decode_avro(c, {DEEP_LIST!r})\n"
+        "except codec.SchemaError as exc:\n"
+        "    print(exc)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run
+    assert run.stdout.decode().strip() == "the value nests deeper than 64 levels"
+
+
+def test_a_deep_recursive_record_is_shown_raw_and_the_console_lives_on(console):
+    topic = unique("deep")
+    produce(console.cluster.bootstrap, topic, [(b"deep", DEEP_LIST), (b"short", b"\x02\x00")])
+    operator = console.login("operator")
+    avro = {"kind": "avro", "schema": json.dumps(RECURSIVE)}
+    assert put_schema(operator, topic, "value", avro).status_code == 200
+    for _ in range(2):  # a second request: the process is still there
+        recs = read(console.login("viewer"), topic)
+        assert recs[0]["value_schema"]["error"] == "the value nests deeper than 64 levels"
+        assert recs[0]["value"] == DEEP_LIST.decode("latin-1")
+        assert json.loads(recs[1]["value_schema"]["json"]) == {"next": {"next": None}}
+    page = console.login("viewer").get(
+        "/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0}
+    )
+    assert page.status_code == 200 and b"nests deeper than 64 levels" in page.content
+
+
+def test_a_registry_schema_of_zero_byte_items_is_a_note_per_record(with_registry, registry):
+    registry.schemas[ZERO_ITEMS_ID] = {"schema": json.dumps(ZERO_BYTE_ITEM_ARRAYS[0])}
+    topic = unique("nulls")
+    # a block of 1,000,000 nulls in 4 bytes (the old code built the list)
+    claim = wire(ZERO_ITEMS_ID, b"\x80\x89\x7a\x00")
+    produce(with_registry.cluster.bootstrap, topic, [(b"n", claim)])
+    got = read(with_registry.login("viewer"), topic)[0]["value_schema"]
+    assert got["json"] is None
+    assert got["error"].startswith(f"schema {ZERO_ITEMS_ID}: the Avro schema has an array whose")
+    assert "items take no bytes" in got["error"]
+
+
+def test_a_deeply_nested_json_record_is_a_note_not_a_500(with_registry, registry):
+    """json.loads raises RecursionError (not ValueError) on 100,000 brackets."""
+    registry.schemas[DEEP_JSON_ID] = {"schema": '{"type": "array"}', "schemaType": "JSON"}
+    topic = unique("deepjson")
+    deep = wire(DEEP_JSON_ID, b"[" * 100_000)
+    produce(
+        with_registry.cluster.bootstrap, topic, [(b"d", deep), (b"ok", wire(DEEP_JSON_ID, b"[1]"))]
+    )
+    client = with_registry.login("viewer")
+    recs = read(client, topic)
+    assert recs[0]["value_schema"]["error"] == "the value nests deeper than 64 levels"
+    assert recs[0]["value_schema"]["json"] is None
+    assert json.loads(recs[1]["value_schema"]["json"]) == [1]
+    page = client.get("/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0})
+    assert page.status_code == 200 and b"nests deeper than 64 levels" in page.content
+    found = client.get("/api/messages/search", {"topic": topic, "value": "[1]"})
+    assert found.status_code == 200, found.content
+    assert [r["offset"] for r in found.json()["records"]] == [1]
+
+
+def test_an_uploaded_proto_compiles_once_and_a_new_upload_is_used_at_once(console):
+    from console.schemas import codec
+
+    topic = unique("once")
+    produce(console.cluster.bootstrap, topic, [(b"\x0a\x01x", b"v")])  # field 1 = "x"
+    operator = console.login("operator")
+
+    def upload(field: str) -> None:
+        text = f'// {topic}\nsyntax = "proto3";\nmessage K {{ string {field} = 1; }}\n'
+        body = {"kind": "protobuf", "schema": text, "message": "K"}
+        assert put_schema(operator, topic, "key", body).status_code == 200
+
+    def key_json(client) -> dict:
+        return json.loads(read(client, topic)[0]["key_schema"]["json"])
+
+    upload("name")
+    before = codec.protoc_runs()
+    viewer = console.login("viewer")
+    assert key_json(viewer) == {"name": "x"}
+    page = viewer.get("/messages/", {"topic": topic, "partition": 0, "mode": "offset", "value": 0})
+    assert page.status_code == 200 and b"Protobuf K" in page.content
+    assert key_json(viewer) == {"name": "x"}
+    assert codec.protoc_runs() - before == 1  # three reads, one compile
+    upload("label")  # a changed schema is seen by the next page
+    assert key_json(viewer) == {"label": "x"}
+
+
+def test_a_proto_imports_only_the_well_known_types(console):
+    from google.protobuf import timestamp_pb2
+
+    topic = unique("imports")
+    at = timestamp_pb2.Timestamp(seconds=1_700_000_000).SerializeToString()
+    produce(console.cluster.bootstrap, topic, [(b"\x0a" + bytes([len(at)]) + at, b"v")])
+    operator = console.login("operator")
+    stamped = (
+        'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\n'
+        "message Stamped { google.protobuf.Timestamp at = 1; }\n"
+    )
+    body = {"kind": "protobuf", "schema": stamped, "message": "Stamped"}
+    assert put_schema(operator, topic, "key", body).status_code == 200
+    got = read(console.login("viewer"), topic)[0]["key_schema"]
+    assert json.loads(got["json"]) == {"at": "2023-11-14T22:13:20Z"}
+    # a file of the console's machine is neither imported nor shown (protoc read it as a
+    # .proto and printed its lines: "stdio.h:23:1: Expected top-level statement")
+    for header in ("stdio.h", "zlib.h"):
+        text = f'syntax = "proto3";\nimport "{header}";\nmessage M {{ string a = 1; }}\n'
+        resp = put_schema(operator, topic, "key", {**body, "schema": text, "message": "M"})
+        assert resp.status_code == 400, resp.content
+        detail = resp.json()["detail"]
+        assert f'Import "{header}" was not found' in detail, detail
+        assert f"{header}:" not in detail.replace(f'"{header}"', ""), detail

@@ -17,23 +17,36 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 
 import fastavro
+from fastavro import _read_py
 from fastavro.schema import SchemaParseException, UnknownType
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError
+
+from console.schemas import avro_shape
 
 MAX_SCHEMA_CHARS = 256 * 1024  # a schema's text (uploaded, or from the registry)
 MAX_PAYLOAD_BYTES = 1024 * 1024  # a key or value decoded; larger ones are shown raw
 MAX_DEPTH = 64  # nesting of a decoded value
 PROTOC_TIMEOUT_S = 10
 PROTO_FILE = "schema.proto"
-# the well-known types (google/protobuf/timestamp.proto, ...) that Debian installs
-WELL_KNOWN_INCLUDE = "/usr/include"
+# the well-known types (google/protobuf/timestamp.proto, ...) that Debian installs: the
+# only files an uploaded .proto may import (protoc maps the virtual path to the directory)
+WELL_KNOWN_PREFIX = "google/protobuf"
+WELL_KNOWN_INCLUDE = "/usr/include/google/protobuf"
 
 KINDS = ("avro", "protobuf")
+
+_runs_lock = threading.Lock()
+_protoc_runs = 0  # protoc processes started by this process (tests count compiles with it)
+
+
+def protoc_runs() -> int:
+    return _protoc_runs
 
 
 class SchemaError(Exception):
@@ -48,6 +61,9 @@ class Compiled:
 
     kind: str
     avro: object = None
+    # a recursive Avro schema: decoded by fastavro's pure-Python reader, whose depth
+    # Python bounds (a RecursionError); the compiled one has no check and segfaults
+    avro_recursive: bool = False
     pool: object = None
     file: object = None  # FileDescriptorProto of the schema's own file
 
@@ -104,15 +120,23 @@ def compile_avro(text: str) -> Compiled:
         raise SchemaError(f"the Avro schema is not JSON: {exc}") from None
     except RecursionError:
         raise SchemaError("the Avro schema is nested too deeply") from None
+    named: dict = {}
     try:
-        parsed = fastavro.parse_schema(doc)
+        parsed = fastavro.parse_schema(doc, named_schemas=named)
     except UnknownType as exc:
         raise SchemaError(f"the Avro schema does not parse: unknown type {exc}") from None
     except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise SchemaError(f"the Avro schema does not parse: {exc}") from None
     except RecursionError:
         raise SchemaError("the Avro schema is nested too deeply") from None
-    return Compiled("avro", avro=parsed)
+    empty = avro_shape.empty_item_arrays(parsed, named)
+    if empty:
+        items = json.dumps(empty[0], default=str)[:80]
+        raise SchemaError(
+            f"the Avro schema has an array whose items take no bytes ({items}): a few bytes "
+            "could claim billions of them, so it is not decoded"
+        )
+    return Compiled("avro", avro=parsed, avro_recursive=bool(avro_shape.recursive_names(named)))
 
 
 def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
@@ -135,9 +159,12 @@ def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
             f.write(text)
         out = os.path.join(tmp, "set.pb")
         includes = [f"-I{tmp}"]
-        if os.path.isdir(os.path.join(WELL_KNOWN_INCLUDE, "google", "protobuf")):
-            includes.append(f"-I{WELL_KNOWN_INCLUDE}")
+        if os.path.isdir(WELL_KNOWN_INCLUDE):  # only google/protobuf/*, not all of /usr/include
+            includes.append(f"-I{WELL_KNOWN_PREFIX}={WELL_KNOWN_INCLUDE}")
         cmd = [protoc, *includes, "--include_imports", f"--descriptor_set_out={out}", PROTO_FILE]
+        global _protoc_runs
+        with _runs_lock:
+            _protoc_runs += 1
         try:
             run = subprocess.run(
                 cmd, cwd=tmp, capture_output=True, timeout=PROTOC_TIMEOUT_S, check=False
@@ -146,11 +173,21 @@ def _descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
             raise SchemaError(f"protoc took more than {PROTOC_TIMEOUT_S} s") from None
         if run.returncode != 0:
             text = run.stderr.decode("utf-8", "replace").replace(tmp + os.sep, "")
-            lines = [x for x in text.splitlines() if x.strip() and "libprotobuf WARNING" not in x]
+            # only what protoc says of the schema's own text: not the lines of a file
+            # it found to import (they would show what is on the console's machine)
+            lines = [x for x in text.splitlines() if x.startswith(f"{PROTO_FILE}:")]
             why = "; ".join(lines[:3]) or f"protoc exited with {run.returncode}"
             raise SchemaError(f"the .proto does not compile: {why.rstrip('.')}")
         with open(out, "rb") as f:
-            return descriptor_pb2.FileDescriptorSet.FromString(f.read())
+            fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
+    # protoc also searches <its directory>/../include (/usr/include) whatever -I says
+    for file in fds.file:
+        if file.name != PROTO_FILE and not file.name.startswith(f"{WELL_KNOWN_PREFIX}/"):
+            raise SchemaError(
+                f"the .proto imports {file.name!r}: only the well-known types "
+                f"({WELL_KNOWN_PREFIX}/...) can be imported"
+            )
+    return fds
 
 
 def compile_protobuf(text: str) -> Compiled:
@@ -198,8 +235,9 @@ def _depth(value, limit: int = MAX_DEPTH) -> None:
 
 def decode_avro(compiled: Compiled, payload: bytes):
     buf = io.BytesIO(payload)
+    reader = _read_py.schemaless_reader if compiled.avro_recursive else fastavro.schemaless_reader
     try:
-        value = fastavro.schemaless_reader(buf, compiled.avro, None)
+        value = reader(buf, compiled.avro, None)
     except RecursionError:
         raise SchemaError(f"the value nests deeper than {MAX_DEPTH} levels") from None
     except (EOFError, StopIteration, ValueError, IndexError, TypeError, KeyError) as exc:

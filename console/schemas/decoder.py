@@ -6,8 +6,11 @@ with the reason."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 import time
+from collections import OrderedDict
 
 from cluster_client import clusters
 from console.schemas import codec, registry
@@ -15,6 +18,29 @@ from console.schemas.codec import Compiled, SchemaError
 
 DECODE_BUDGET_S = 2.0  # decoding time a page may spend (a search uses its own budget)
 PARTS = ("key", "value")
+COMPILED_CACHE_SIZE = 64  # uploaded schemas kept compiled (a .proto costs a protoc run)
+
+_lock = threading.Lock()
+# (cluster, kind, message, sha256 of the text) -> Compiled: a changed upload is a new key
+_compiled: OrderedDict = OrderedDict()
+
+
+def _compile_uploaded(row) -> Compiled:
+    """The uploaded schema compiled, once per process while its text is unchanged (a
+    failure is not kept: the next page tries again)."""
+    digest = hashlib.sha256(row.schema.encode("utf-8", "surrogatepass")).hexdigest()
+    key = (row.cluster, row.kind, row.message, digest)
+    with _lock:
+        hit = _compiled.get(key)
+        if hit is not None:
+            _compiled.move_to_end(key)
+            return hit
+    compiled = codec.compile_schema(row.kind, row.schema)
+    with _lock:
+        _compiled[key] = compiled
+        while len(_compiled) > COMPILED_CACHE_SIZE:
+            _compiled.popitem(last=False)
+    return compiled
 
 
 def _decoded(badge: str, value) -> dict:
@@ -63,6 +89,8 @@ class Decoder:
             return self._wire(data) if wire else self._uploaded(data, part)
         except SchemaError as exc:
             failed = _failed(getattr(exc, "badge", "schema"), str(exc))
+        except RecursionError:  # json.loads of b"[" * 100000, or any decoder's deep value
+            failed = _failed("schema", f"the value nests deeper than {codec.MAX_DEPTH} levels")
         if wire and part in self.uploaded:  # a raw payload that happens to start with 0
             try:
                 return self._uploaded(data, part)
@@ -92,7 +120,7 @@ class Decoder:
         row, compiled = self.uploaded[part]
         badge = f"Avro ({part} schema)" if row.kind == "avro" else f"Protobuf {row.message}"
         if compiled is None:
-            compiled = _raise_as(badge, codec.compile_schema, row.kind, row.schema)
+            compiled = _raise_as(badge, _compile_uploaded, row)
             self.uploaded[part] = (row, compiled)
         if row.kind == "avro":
             return _decoded(badge, _raise_as(badge, codec.decode_avro, compiled, data))
