@@ -6,6 +6,7 @@ audited; without configuration the login page is as it was."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -13,6 +14,7 @@ import requests
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from cluster_client import clusters
 from console.models import AuditEntry
 from console.roles import ADMIN, OPERATOR, VIEWER, role_of
 from quill_stack.ports import free_port
@@ -200,3 +202,33 @@ def test_refusals_do_not_lock_other_users_out(console, settings):
     for _ in range(settings.AXES_FAILURE_LIMIT + 1):
         assert sign_in(console, "nora").url == f"{console}/accounts/login/"
     assert sign_in(console, "alice").url == f"{console}{LANDING}"
+
+
+@pytest.fixture
+def two_clusters(settings):
+    """Clusters "a" (the default) and "b"; the sign-on pages touch neither."""
+    closed = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    specs = [
+        {"name": n, "bootstrap.servers": c, "zookeeper.connect": c}
+        for n, c in zip("ab", closed, strict=True)
+    ]
+    settings.QUILL_CLUSTERS = clusters.parse(json.dumps(specs))
+
+
+def test_sign_on_from_a_cluster_page_comes_back_to_it(console, two_clusters):
+    """The login page and the OIDC callback belong to no cluster (the provider knows one
+    redirect URI); next= keeps cluster b's page, where the user lands after login."""
+    session = requests.Session()
+    page = session.get(f"{console}/c/b/topics/")
+    assert page.url == f"{console}/accounts/login/?next=/c/b/topics/"
+    assert 'href="/accounts/oidc/start?next=/c/b/topics/"' in page.text
+    moved = session.get(f"{console}/c/b/accounts/login/?next=/c/b/topics/", allow_redirects=False)
+    assert moved.status_code == 302
+    assert moved.headers["Location"] == "/accounts/login/?next=/c/b/topics/"
+    authorize, callback = to_callback(session, console, "alice", password("alice"), "/c/b/topics/")
+    redirect_uri = parse_qs(urlparse(authorize).query)["redirect_uri"][0]
+    assert redirect_uri == f"{console}/accounts/oidc/callback"
+    assert callback.startswith(f"{console}/accounts/oidc/callback?")
+    landed = session.get(callback, allow_redirects=False)
+    assert landed.status_code == 302 and landed.headers["Location"] == "/c/b/topics/"
+    assert AuditEntry.objects.filter(action="login", username="alice").exists()
