@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from console.models import AuditEntry
+from console.models import AuditEntry, SSOIdentity
 from console.roles import ADMIN, OPERATOR, ROLES, VIEWER, role_of
-from console.sso import config
+from console.sso import accounts, config
 from tests.sso_helpers import (
     apply_sso,
     group_dn,
@@ -223,3 +223,28 @@ def test_higher_role_wins_for_a_group_named_twice(monkeypatch):
     monkeypatch.setenv("QUILL_OIDC_VIEWER_GROUPS", "devs; ops")
     monkeypatch.setenv("QUILL_OIDC_ADMIN_GROUPS", "ops")
     assert config.role_groups("QUILL_OIDC", fold_case=False) == {"devs": VIEWER, "ops": ADMIN}
+
+
+def test_ldap_never_enters_an_account_oidc_made(ldap_console):
+    """The account an OpenID provider's alice got (as its login leaves it) is not the
+    directory's alice, whatever the case of the name typed."""
+    alice = get_user_model().objects.create_user("alice")
+    accounts.mark_sso(alice)
+    accounts.remember(alice, accounts.OIDC, '["https://idp.test", "alice-sub"]')
+    for typed in ("alice", "ALICE"):
+        client = Client()
+        answer = log_in_form(client, typed, password("alice"))
+        assert answer.status_code == 200 and logged_in_as(client) is None
+        said = "alice is a console account of OpenID Connect sign-on; it cannot be signed in with LDAP."
+        assert said.encode() in answer.content
+        entry = AuditEntry.objects.get(action="login.failed", target=f"login:{typed}")
+        assert said in entry.detail and not entry.ok
+    assert SSOIdentity.objects.get(user=alice).source == accounts.OIDC
+
+
+def test_ldap_account_remembers_its_source(ldap_console):
+    assert log_in_form(Client(), "oscar", password("oscar")).status_code == 302
+    identity = SSOIdentity.objects.get(user__username="oscar")
+    assert (identity.source, identity.subject) == (accounts.LDAP, user_dn("oscar"))
+    assert log_in_form(Client(), "oscar", password("oscar")).status_code == 302
+

@@ -15,8 +15,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from cluster_client import clusters
-from console.models import AuditEntry
+from console.models import AuditEntry, SSOIdentity
 from console.roles import ADMIN, OPERATOR, VIEWER, role_of
+from console.sso import accounts
 from quill_stack.ports import free_port
 from tests.sso_helpers import (
     PROVIDER_NAME,
@@ -232,3 +233,30 @@ def test_sign_on_from_a_cluster_page_comes_back_to_it(console, two_clusters):
     landed = session.get(callback, allow_redirects=False)
     assert landed.status_code == 302 and landed.headers["Location"] == "/c/b/topics/"
     assert AuditEntry.objects.filter(action="login", username="alice").exists()
+
+
+def test_oidc_never_enters_an_account_ldap_made(console):
+    """The directory's alice (her account as an LDAP login leaves it) is not the
+    provider's alice."""
+    alice = get_user_model().objects.create_user("Alice")
+    accounts.mark_sso(alice)
+    accounts.remember(alice, accounts.LDAP, "uid=alice,ou=people,dc=quill,dc=test")
+    answer = sign_in(console, "alice")
+    assert answer.url == f"{console}/accounts/login/"
+    said = "Alice is a console account of LDAP sign-on; it cannot be signed in with OpenID Connect."
+    assert said in answer.text and said in failures()[-1]
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["Alice"]
+    assert role_of(alice) is None
+
+
+def test_oidc_never_enters_the_account_of_another_subject(console, op):  # noqa: F811
+    assert sign_in(console, "alice").url == f"{console}{LANDING}"
+    identity = SSOIdentity.objects.get(user__username="alice")
+    iss, sub = json.loads(identity.subject)
+    assert identity.source == accounts.OIDC and iss == op.discovery["issuer"] and sub
+    identity.subject = json.dumps([iss, "someone-else"])  # the name was another's first
+    identity.save()
+    answer = sign_in(console, "alice")
+    assert answer.url == f"{console}/accounts/login/"
+    said = "alice belongs to another identity at the provider (another issuer or subject)"
+    assert said in answer.text and said in failures()[-1]
