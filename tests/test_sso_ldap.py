@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from console.models import AuditEntry, SSOIdentity
 from console.roles import ADMIN, OPERATOR, ROLES, VIEWER, role_of
 from console.sso import accounts, config
+from console.sso.backends import LDAPRoleBackend
 from tests.sso_helpers import (
     apply_sso,
     group_dn,
@@ -248,3 +249,14 @@ def test_ldap_account_remembers_its_source(ldap_console):
     assert (identity.source, identity.subject) == (accounts.LDAP, user_dn("oscar"))
     assert log_in_form(Client(), "oscar", password("oscar")).status_code == 302
 
+
+def test_ldap_empty_password_is_refused(ldap_console):
+    """An empty password would be an unauthenticated bind, which many servers accept;
+    django-auth-ldap refuses it before binding (the form requires a password too)."""
+    request = RequestFactory().post("/accounts/login/")
+    assert LDAPRoleBackend().authenticate(request, username="alice", password="") is None
+    assert LDAPRoleBackend().authenticate(request, username="alice", password=password("alice"))
+    assert LDAPRoleBackend().authenticate(request, username="alice", password="") is None
+    client = Client()
+    answer = log_in_form(client, "alice", "")
+    assert answer.status_code == 200 and logged_in_as(client) is None
