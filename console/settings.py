@@ -261,4 +261,5 @@ globals().update(_SSO_LDAP, **_SSO_OIDC)
 AUTHENTICATION_BACKENDS += _sso.backends(_SSO_LDAP, _SSO_OIDC)
 QUILL_OIDC_ENABLED = bool(_SSO_OIDC)
 AXES_WHITELIST_CALLABLE = "console.sso.config.oidc_callback_not_rate_limited"
+QUILL_SSO_SESSION_AGE_S = _sso.session_age()  # SSO sessions end sooner than local ones
 # ---------------------------------------------------------------- end of single sign-on

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, RequestFactory
 
 from console.models import AuditEntry, SSOIdentity
@@ -202,8 +203,6 @@ def test_ldap_tls_refuses_a_certificate_of_another_ca(
 
 
 def test_sso_misconfiguration_names_the_variable(monkeypatch):
-    from django.core.exceptions import ImproperlyConfigured
-
     monkeypatch.setenv("QUILL_LDAP_SERVER_URI", "ldap://127.0.0.1:1/")
     with pytest.raises(ImproperlyConfigured, match="QUILL_LDAP_USER_SEARCH_BASE"):
         config.ldap_settings()
@@ -260,3 +259,26 @@ def test_ldap_empty_password_is_refused(ldap_console):
     client = Client()
     answer = log_in_form(client, "alice", "")
     assert answer.status_code == 200 and logged_in_as(client) is None
+
+
+def test_sso_session_lasts_quill_sso_session_age(ldap_console, settings, monkeypatch):
+    """Roles come from the groups at each login: an SSO session ends after
+    QUILL_SSO_SESSION_AGE_S (8 h by default), a local one keeps Django's two weeks."""
+    assert settings.QUILL_SSO_SESSION_AGE_S == config.session_age() == 8 * 3600
+    client = Client()
+    assert log_in_form(client, "vera", password("vera")).status_code == 302
+    assert client.session.get_expiry_age() == 8 * 3600
+    assert client.session["_session_expiry"] == 8 * 3600
+    settings.QUILL_SSO_SESSION_AGE_S = 600
+    client = Client()
+    assert log_in_form(client, "vera", password("vera")).status_code == 302
+    assert client.session.get_expiry_age() == 600
+    get_user_model().objects.create_user("local-op", password="local-op-pw-9")
+    client = Client()
+    assert log_in_form(client, "local-op", "local-op-pw-9").status_code == 302
+    assert "_session_expiry" not in client.session
+    assert client.session.get_expiry_age() == settings.SESSION_COOKIE_AGE
+    for bad in ("8h", "10", "-5"):
+        monkeypatch.setenv("QUILL_SSO_SESSION_AGE_S", bad)
+        with pytest.raises(ImproperlyConfigured, match="QUILL_SSO_SESSION_AGE_S must be"):
+            config.session_age()

@@ -232,6 +232,7 @@ def test_sign_on_from_a_cluster_page_comes_back_to_it(console, two_clusters):
     assert callback.startswith(f"{console}/accounts/oidc/callback?")
     landed = session.get(callback, allow_redirects=False)
     assert landed.status_code == 302 and landed.headers["Location"] == "/c/b/topics/"
+    assert "Max-Age=28800;" in landed.headers["Set-Cookie"]  # QUILL_SSO_SESSION_AGE_S
     assert AuditEntry.objects.filter(action="login", username="alice").exists()
 
 

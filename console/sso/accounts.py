@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from console.models import SSOIdentity
+from console.sso.config import LDAP_BACKEND, OIDC_BACKEND
 
 SSO_GROUP = "single sign-on"
 LDAP, OIDC = "ldap", "oidc"
@@ -60,3 +62,10 @@ def identity_conflict(user, source: str, subject: str) -> str:
 
 def remember(user, source: str, subject: str) -> None:
     SSOIdentity.objects.update_or_create(user=user, defaults={"source": source, "subject": subject})
+
+
+def expire_sso_session(sender, request=None, user=None, **kwargs) -> None:
+    """user_logged_in: an SSO login's session ends after QUILL_SSO_SESSION_AGE_S, so a
+    role taken away in the directory is gone by then (local logins keep Django's age)."""
+    if request is not None and getattr(user, "backend", "") in (LDAP_BACKEND, OIDC_BACKEND):
+        request.session.set_expiry(settings.QUILL_SSO_SESSION_AGE_S)
