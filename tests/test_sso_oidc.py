@@ -261,3 +261,28 @@ def test_oidc_never_enters_the_account_of_another_subject(console, op):  # noqa:
     assert answer.url == f"{console}/accounts/login/"
     said = "alice belongs to another identity at the provider (another issuer or subject)"
     assert said in answer.text and said in failures()[-1]
+
+
+def test_provider_error_text_needs_a_pending_state(console):
+    """The callback is open to anyone: an error without a sign-in of this browser
+    pending gets a fixed reason, not the sender's text; the provider's text is capped."""
+    junk = "call 555-0100 to restore access " * 60
+    for params in ({}, {"state": "made-up"}):
+        answer = requests.get(
+            f"{console}/accounts/oidc/callback",
+            params={"error": "access_denied", "error_description": junk, **params},
+            timeout=10,
+        )
+        assert answer.url == f"{console}/accounts/login/"
+        assert "555-0100" not in answer.text
+        assert "belongs to no sign-in started in this browser" in answer.text
+        assert "555-0100" not in failures()[-1]
+    session = requests.Session()
+    _, callback = to_callback(session, console, "alice", password("alice"), LANDING)
+    state = parse_qs(urlparse(callback).query)["state"][0]
+    params = {"error": "access_denied", "error_description": junk, "state": state}
+    answer = session.get(f"{console}/accounts/oidc/callback", params=params)
+    assert "Sign-in with Quill IdP failed: call 555-0100" in answer.text
+    assert junk[:200] in failures()[-1] and junk[:201] not in failures()[-1]
+    again = session.get(f"{console}/accounts/oidc/callback", params=params)  # used up
+    assert "belongs to no sign-in started in this browser" in again.text
