@@ -28,15 +28,23 @@ from broker.zk.znodes import (
 from cluster_client import clusters
 from cluster_client.errors import ClusterUnavailable, NotFound
 
-_lock = threading.Lock()
+_locks_guard = threading.Lock()  # guards _locks only: held for a dict lookup, never for I/O
+_locks: dict[str, threading.Lock] = {}  # cluster name -> the lock around its client
 _clients: dict[str, tuple[KazooClient, str]] = {}  # cluster name -> (client, its connect)
 ZK_TIMEOUT_S = 5.0
+
+
+def _lock_of(name: str) -> threading.Lock:
+    """One lock per cluster: while one cluster's ZooKeeper is down, its connect attempts
+    (up to ZK_TIMEOUT_S each) hold up only that cluster's pages, not the others'."""
+    with _locks_guard:
+        return _locks.setdefault(name, threading.Lock())
 
 
 def client() -> KazooClient:
     """The current cluster's ZooKeeper client (one per cluster, started on first use)."""
     cluster = clusters.current()
-    with _lock:
+    with _lock_of(cluster.name):
         zk, connect = _clients.get(cluster.name, (None, None))
         wanted = cluster.zookeeper_connect
         if zk is None or not zk.connected or connect != wanted:
@@ -55,11 +63,14 @@ def client() -> KazooClient:
 
 def reset() -> None:
     """Forget the clients (tests point the console at another ZooKeeper)."""
-    with _lock:
-        for zk, _ in _clients.values():
-            zk.stop()
-            zk.close()
-        _clients.clear()
+    with _locks_guard:
+        names = list(_locks)
+    for name in names:
+        with _lock_of(name):
+            zk, _ = _clients.pop(name, (None, None))
+            if zk is not None:
+                zk.stop()
+                zk.close()
 
 
 def get_many(paths: list[str]) -> dict[str, bytes | None]:

@@ -20,6 +20,7 @@ class ConsoleConfig(AppConfig):
         from django_auth_ldap.backend import ldap_error
 
         from console import audit
+        from console.sso.accounts import expire_sso_session
         from console.sso.refusal import ldap_unreachable
 
         # After every migrate (permissions exist by then): the viewer, operator and admin
@@ -29,5 +30,6 @@ class ConsoleConfig(AppConfig):
         user_login_failed.connect(audit.login_failed, dispatch_uid="quill-login-failed")
         # Sign-on: LDAP and OIDC logins, and a directory that cannot be reached.
         user_logged_in.connect(audit.sso_login, dispatch_uid="quill-sso-login")
+        user_logged_in.connect(expire_sso_session, dispatch_uid="quill-sso-session-age")
         ldap_error.connect(ldap_unreachable, dispatch_uid="quill-ldap-error")
         post_save.connect(audit.admin_change, sender=LogEntry, dispatch_uid="quill-admin")

@@ -5,19 +5,24 @@ ClusterFromPath takes the /c/<name> prefix off the path before URL resolution, m
 prefix into the script prefix, so every reverse() and {% url %} of the page stays
 in that cluster. URLs without the prefix mean the default cluster (the first listed;
 "default" without QUILL_CLUSTERS), as they always did. An unknown name is a 404.
+
+Signing in and out (/accounts/...) belongs to no cluster: the OIDC provider knows one
+callback URL, and one session serves every cluster. /c/<name>/accounts/... redirects
+to /accounts/...; the login page's next= keeps the cluster's page to come back to.
 """
 
 from __future__ import annotations
 
 import re
 
-from django.http import HttpResponseNotFound, JsonResponse
+from django.http import HttpResponseNotFound, HttpResponseRedirect, JsonResponse
 from django.urls import get_script_prefix, set_script_prefix
 
 from cluster_client import clusters
 from livefeed import history
 
 PREFIX_RE = re.compile(r"^/c/([^/]+)(/.*)?$")
+UNPREFIXED = "/accounts/"  # pages of no cluster
 
 
 def prefix(name: str) -> str:
@@ -38,6 +43,8 @@ class ClusterFromPath:
             name = match.group(1)
             if name not in clusters.registry():
                 return _unknown(request, name, match.group(2) or "/")
+            if (match.group(2) or "/").startswith(UNPREFIXED):
+                return _unprefixed(request, old_prefix, match.group(2))
             request.path_info = match.group(2) or "/"
             set_script_prefix(f"{old_prefix}c/{name}/")
         request.cluster = name
@@ -46,6 +53,11 @@ class ClusterFromPath:
                 return self.get_response(request)
         finally:
             set_script_prefix(old_prefix)
+
+
+def _unprefixed(request, script_prefix: str, rest: str):
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponseRedirect(script_prefix + rest.lstrip("/") + (f"?{query}" if query else ""))
 
 
 def _unknown(request, name: str, rest: str):

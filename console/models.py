@@ -131,3 +131,21 @@ class TopicSchema(models.Model):
         if with_schema:
             out["schema"] = self.schema
         return out
+
+
+class SSOIdentity(models.Model):
+    """Who a single sign-on account belongs to (console.sso.accounts): the source that
+    made it and, for OpenID Connect, the provider's (issuer, subject). A login from
+    another source, or another subject with the same user name, is refused."""
+
+    SOURCES = [("ldap", "LDAP"), ("oidc", "OpenID Connect")]
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity"
+    )
+    source = models.CharField(max_length=4, choices=SOURCES)
+    # LDAP: the entry's DN at the last login; OIDC: the id token's iss and sub
+    subject = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.source} {self.subject}"

@@ -227,9 +227,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "login"
+# Absolute: signing in belongs to no cluster (a relative name would be reversed under
+# /c/<name>/, and the OIDC callback with it, which the provider does not know).
+LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "home"
-LOGOUT_REDIRECT_URL = "login"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -259,4 +261,5 @@ globals().update(_SSO_LDAP, **_SSO_OIDC)
 AUTHENTICATION_BACKENDS += _sso.backends(_SSO_LDAP, _SSO_OIDC)
 QUILL_OIDC_ENABLED = bool(_SSO_OIDC)
 AXES_WHITELIST_CALLABLE = "console.sso.config.oidc_callback_not_rate_limited"
+QUILL_SSO_SESSION_AGE_S = _sso.session_age()  # SSO sessions end sooner than local ones
 # ---------------------------------------------------------------- end of single sign-on

@@ -4,8 +4,10 @@ clusters (one ZooKeeper, two chroots) and the console's Django app in this proce
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -455,3 +457,44 @@ async def test_live_pages_of_one_cluster_get_only_its_updates(two_live):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_a_cluster_whose_zookeeper_hangs_does_not_hold_up_another(
+    two, console, settings, monkeypatch
+):
+    """Cluster a's ZooKeeper accepts connections and never answers: while the console
+    waits on it (up to its timeout), a page of cluster b still answers."""
+    from cluster_client import clusters, zk
+
+    a, b = two
+    silent = socket.create_server(("127.0.0.1", 0))
+    silent.settimeout(60)
+    hung = {**cluster_spec("a", a), "zookeeper.connect": f"127.0.0.1:{silent.getsockname()[1]}"}
+    settings.QUILL_CLUSTERS = parse(json.dumps([hung, cluster_spec("b", b)]))
+    zk.reset()
+    monkeypatch.setattr(zk, "ZK_TIMEOUT_S", 12.0)  # a's attempt: long enough on a busy machine
+    client = console.login("viewer")
+    assert client.get("/c/b/api/topics").status_code == 200  # b's client is connected
+    a_done, outcome = threading.Event(), []
+
+    def connect_a():
+        with clusters.activate("a"):
+            try:
+                zk.client()
+            except Exception as exc:  # noqa: BLE001 - what it was is asserted below
+                outcome.append(exc)
+        a_done.set()
+
+    thread = threading.Thread(target=connect_a, daemon=True)
+    thread.start()
+    held, _ = silent.accept()  # a's connect attempt is under way
+    try:
+        assert not a_done.is_set()
+        assert client.get("/c/b/api/topics").status_code == 200
+        assert not a_done.is_set(), "b's page waited for a's ZooKeeper"
+        assert a_done.wait(60)
+        assert "ZooKeeper at 127.0.0.1:" in str(outcome[0])
+    finally:
+        held.close()
+        silent.close()
+        thread.join(60)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client, RequestFactory
 
-from console.models import AuditEntry
+from console.models import AuditEntry, SSOIdentity
 from console.roles import ADMIN, OPERATOR, ROLES, VIEWER, role_of
-from console.sso import config
+from console.sso import accounts, config
+from console.sso.backends import LDAPRoleBackend
 from tests.sso_helpers import (
     apply_sso,
     group_dn,
@@ -201,8 +203,6 @@ def test_ldap_tls_refuses_a_certificate_of_another_ca(
 
 
 def test_sso_misconfiguration_names_the_variable(monkeypatch):
-    from django.core.exceptions import ImproperlyConfigured
-
     monkeypatch.setenv("QUILL_LDAP_SERVER_URI", "ldap://127.0.0.1:1/")
     with pytest.raises(ImproperlyConfigured, match="QUILL_LDAP_USER_SEARCH_BASE"):
         config.ldap_settings()
@@ -223,3 +223,62 @@ def test_higher_role_wins_for_a_group_named_twice(monkeypatch):
     monkeypatch.setenv("QUILL_OIDC_VIEWER_GROUPS", "devs; ops")
     monkeypatch.setenv("QUILL_OIDC_ADMIN_GROUPS", "ops")
     assert config.role_groups("QUILL_OIDC", fold_case=False) == {"devs": VIEWER, "ops": ADMIN}
+
+
+def test_ldap_never_enters_an_account_oidc_made(ldap_console):
+    """The account an OpenID provider's alice got (as its login leaves it) is not the
+    directory's alice, whatever the case of the name typed."""
+    alice = get_user_model().objects.create_user("alice")
+    accounts.mark_sso(alice)
+    accounts.remember(alice, accounts.OIDC, '["https://idp.test", "alice-sub"]')
+    for typed in ("alice", "ALICE"):
+        client = Client()
+        answer = log_in_form(client, typed, password("alice"))
+        assert answer.status_code == 200 and logged_in_as(client) is None
+        said = "alice is a console account of OpenID Connect sign-on; it cannot be signed in with LDAP."
+        assert said.encode() in answer.content
+        entry = AuditEntry.objects.get(action="login.failed", target=f"login:{typed}")
+        assert said in entry.detail and not entry.ok
+    assert SSOIdentity.objects.get(user=alice).source == accounts.OIDC
+
+
+def test_ldap_account_remembers_its_source(ldap_console):
+    assert log_in_form(Client(), "oscar", password("oscar")).status_code == 302
+    identity = SSOIdentity.objects.get(user__username="oscar")
+    assert (identity.source, identity.subject) == (accounts.LDAP, user_dn("oscar"))
+    assert log_in_form(Client(), "oscar", password("oscar")).status_code == 302
+
+
+def test_ldap_empty_password_is_refused(ldap_console):
+    """An empty password would be an unauthenticated bind, which many servers accept;
+    django-auth-ldap refuses it before binding (the form requires a password too)."""
+    request = RequestFactory().post("/accounts/login/")
+    assert LDAPRoleBackend().authenticate(request, username="alice", password="") is None
+    assert LDAPRoleBackend().authenticate(request, username="alice", password=password("alice"))
+    assert LDAPRoleBackend().authenticate(request, username="alice", password="") is None
+    client = Client()
+    answer = log_in_form(client, "alice", "")
+    assert answer.status_code == 200 and logged_in_as(client) is None
+
+
+def test_sso_session_lasts_quill_sso_session_age(ldap_console, settings, monkeypatch):
+    """Roles come from the groups at each login: an SSO session ends after
+    QUILL_SSO_SESSION_AGE_S (8 h by default), a local one keeps Django's two weeks."""
+    assert settings.QUILL_SSO_SESSION_AGE_S == config.session_age() == 8 * 3600
+    client = Client()
+    assert log_in_form(client, "vera", password("vera")).status_code == 302
+    assert client.session.get_expiry_age() == 8 * 3600
+    assert client.session["_session_expiry"] == 8 * 3600
+    settings.QUILL_SSO_SESSION_AGE_S = 600
+    client = Client()
+    assert log_in_form(client, "vera", password("vera")).status_code == 302
+    assert client.session.get_expiry_age() == 600
+    get_user_model().objects.create_user("local-op", password="local-op-pw-9")
+    client = Client()
+    assert log_in_form(client, "local-op", "local-op-pw-9").status_code == 302
+    assert "_session_expiry" not in client.session
+    assert client.session.get_expiry_age() == settings.SESSION_COOKIE_AGE
+    for bad in ("8h", "10", "-5"):
+        monkeypatch.setenv("QUILL_SSO_SESSION_AGE_S", bad)
+        with pytest.raises(ImproperlyConfigured, match="QUILL_SSO_SESSION_AGE_S must be"):
+            config.session_age()

@@ -6,6 +6,7 @@ audited; without configuration the login page is as it was."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -13,8 +14,10 @@ import requests
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from console.models import AuditEntry
+from cluster_client import clusters
+from console.models import AuditEntry, SSOIdentity
 from console.roles import ADMIN, OPERATOR, VIEWER, role_of
+from console.sso import accounts
 from quill_stack.ports import free_port
 from tests.sso_helpers import (
     PROVIDER_NAME,
@@ -200,3 +203,86 @@ def test_refusals_do_not_lock_other_users_out(console, settings):
     for _ in range(settings.AXES_FAILURE_LIMIT + 1):
         assert sign_in(console, "nora").url == f"{console}/accounts/login/"
     assert sign_in(console, "alice").url == f"{console}{LANDING}"
+
+
+@pytest.fixture
+def two_clusters(settings):
+    """Clusters "a" (the default) and "b"; the sign-on pages touch neither."""
+    closed = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    specs = [
+        {"name": n, "bootstrap.servers": c, "zookeeper.connect": c}
+        for n, c in zip("ab", closed, strict=True)
+    ]
+    settings.QUILL_CLUSTERS = clusters.parse(json.dumps(specs))
+
+
+def test_sign_on_from_a_cluster_page_comes_back_to_it(console, two_clusters):
+    """The login page and the OIDC callback belong to no cluster (the provider knows one
+    redirect URI); next= keeps cluster b's page, where the user lands after login."""
+    session = requests.Session()
+    page = session.get(f"{console}/c/b/topics/")
+    assert page.url == f"{console}/accounts/login/?next=/c/b/topics/"
+    assert 'href="/accounts/oidc/start?next=/c/b/topics/"' in page.text
+    moved = session.get(f"{console}/c/b/accounts/login/?next=/c/b/topics/", allow_redirects=False)
+    assert moved.status_code == 302
+    assert moved.headers["Location"] == "/accounts/login/?next=/c/b/topics/"
+    authorize, callback = to_callback(session, console, "alice", password("alice"), "/c/b/topics/")
+    redirect_uri = parse_qs(urlparse(authorize).query)["redirect_uri"][0]
+    assert redirect_uri == f"{console}/accounts/oidc/callback"
+    assert callback.startswith(f"{console}/accounts/oidc/callback?")
+    landed = session.get(callback, allow_redirects=False)
+    assert landed.status_code == 302 and landed.headers["Location"] == "/c/b/topics/"
+    assert "Max-Age=28800;" in landed.headers["Set-Cookie"]  # QUILL_SSO_SESSION_AGE_S
+    assert AuditEntry.objects.filter(action="login", username="alice").exists()
+
+
+def test_oidc_never_enters_an_account_ldap_made(console):
+    """The directory's alice (her account as an LDAP login leaves it) is not the
+    provider's alice."""
+    alice = get_user_model().objects.create_user("Alice")
+    accounts.mark_sso(alice)
+    accounts.remember(alice, accounts.LDAP, "uid=alice,ou=people,dc=quill,dc=test")
+    answer = sign_in(console, "alice")
+    assert answer.url == f"{console}/accounts/login/"
+    said = "Alice is a console account of LDAP sign-on; it cannot be signed in with OpenID Connect."
+    assert said in answer.text and said in failures()[-1]
+    assert list(get_user_model().objects.values_list("username", flat=True)) == ["Alice"]
+    assert role_of(alice) is None
+
+
+def test_oidc_never_enters_the_account_of_another_subject(console, op):  # noqa: F811
+    assert sign_in(console, "alice").url == f"{console}{LANDING}"
+    identity = SSOIdentity.objects.get(user__username="alice")
+    iss, sub = json.loads(identity.subject)
+    assert identity.source == accounts.OIDC and iss == op.discovery["issuer"] and sub
+    identity.subject = json.dumps([iss, "someone-else"])  # the name was another's first
+    identity.save()
+    answer = sign_in(console, "alice")
+    assert answer.url == f"{console}/accounts/login/"
+    said = "alice belongs to another identity at the provider (another issuer or subject)"
+    assert said in answer.text and said in failures()[-1]
+
+
+def test_provider_error_text_needs_a_pending_state(console):
+    """The callback is open to anyone: an error without a sign-in of this browser
+    pending gets a fixed reason, not the sender's text; the provider's text is capped."""
+    junk = "call 555-0100 to restore access " * 60
+    for params in ({}, {"state": "made-up"}):
+        answer = requests.get(
+            f"{console}/accounts/oidc/callback",
+            params={"error": "access_denied", "error_description": junk, **params},
+            timeout=10,
+        )
+        assert answer.url == f"{console}/accounts/login/"
+        assert "555-0100" not in answer.text
+        assert "belongs to no sign-in started in this browser" in answer.text
+        assert "555-0100" not in failures()[-1]
+    session = requests.Session()
+    _, callback = to_callback(session, console, "alice", password("alice"), LANDING)
+    state = parse_qs(urlparse(callback).query)["state"][0]
+    params = {"error": "access_denied", "error_description": junk, "state": state}
+    answer = session.get(f"{console}/accounts/oidc/callback", params=params)
+    assert "Sign-in with Quill IdP failed: call 555-0100" in answer.text
+    assert junk[:200] in failures()[-1] and junk[:201] not in failures()[-1]
+    again = session.get(f"{console}/accounts/oidc/callback", params=params)  # used up
+    assert "belongs to no sign-in started in this browser" in again.text

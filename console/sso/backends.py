@@ -16,7 +16,15 @@ from django_auth_ldap.backend import LDAPBackend
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from console.roles import ROLES, set_role
-from console.sso.accounts import is_sso, mark_sso
+from console.sso.accounts import (
+    LDAP,
+    OIDC,
+    identity_conflict,
+    is_sso,
+    mark_sso,
+    oidc_subject,
+    remember,
+)
 from console.sso.refusal import refusal, refuse
 
 
@@ -26,11 +34,13 @@ def role_for(groups, mapping: dict[str, str]) -> str | None:
     return next((r for r in reversed(ROLES) if r in found), None)
 
 
-def apply_role(request, user, role: str | None, source: str):
-    """Give `user` exactly `role` (None: no role, and the login is refused)."""
+def apply_role(request, user, role: str | None, source: str, identity: tuple[str, str]):
+    """Give `user` exactly `role` (None: no role, and the login is refused); `identity`
+    is the (source, subject) the account is bound to (console.sso.accounts)."""
     user.is_superuser = user.is_staff = False  # the directory decides, not a flag
     user.save(update_fields=["is_superuser", "is_staff"])
     mark_sso(user)
+    remember(user, *identity)
     set_role(user, role)
     if not user.is_active:
         refuse(request, f"{user.get_username()} is deactivated in the console.")
@@ -69,6 +79,10 @@ class LDAPRoleBackend(LDAPBackend):
         if not built and is_local(user):
             refuse_local(self.request, username, "LDAP")
             raise ldap_user.AuthenticationFailed("a local account of that name exists")
+        conflict = identity_conflict(user, LDAP, ldap_user.dn)
+        if conflict:
+            refuse(self.request, conflict)
+            raise ldap_user.AuthenticationFailed("another identity's account")
         return user, built
 
     def authenticate_ldap_user(self, ldap_user, password):
@@ -76,7 +90,7 @@ class LDAPRoleBackend(LDAPBackend):
         if user is None:
             return None
         role = role_for(ldap_user.group_dns, settings.QUILL_LDAP_ROLE_GROUPS)
-        return apply_role(self.request, user, role, "LDAP")
+        return apply_role(self.request, user, role, "LDAP", (LDAP, ldap_user.dn))
 
 
 class OIDCRoleBackend(OIDCAuthenticationBackend):
@@ -134,10 +148,15 @@ class OIDCRoleBackend(OIDCAuthenticationBackend):
 
     def filter_users_by_claims(self, claims):
         username = self.username_of(claims)
-        users = get_user_model().objects.filter(username=username)
+        users = get_user_model().objects.filter(username__iexact=username)
         if any(is_local(u) for u in users):
             refuse_local(self.request, username, settings.QUILL_OIDC_PROVIDER_NAME)
             return get_user_model().objects.none()
+        for user in users:
+            conflict = identity_conflict(user, OIDC, oidc_subject(claims))
+            if conflict:
+                refuse(self.request, conflict)
+                return get_user_model().objects.none()
         return users
 
     def get_or_create_user(self, access_token, id_token, payload):
@@ -158,4 +177,5 @@ class OIDCRoleBackend(OIDCAuthenticationBackend):
         if isinstance(groups, str):
             groups = [groups]
         role = role_for(groups, settings.QUILL_OIDC_ROLE_GROUPS)
-        return apply_role(self.request, user, role, settings.QUILL_OIDC_PROVIDER_NAME)
+        name = settings.QUILL_OIDC_PROVIDER_NAME
+        return apply_role(self.request, user, role, name, (OIDC, oidc_subject(claims)))

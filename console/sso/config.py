@@ -150,6 +150,17 @@ def oidc_settings() -> dict:
     }
 
 
+def session_age() -> int:
+    """QUILL_SSO_SESSION_AGE_S (default 8 h): how long an SSO login lasts. Roles come
+    from the groups at each login, so this bounds how long a directory change waits."""
+    raw = _get("QUILL_SSO_SESSION_AGE_S", str(8 * 3600))
+    if not raw.isdigit() or int(raw) < 60:
+        raise ImproperlyConfigured(
+            f"QUILL_SSO_SESSION_AGE_S must be a number of seconds, 60 or more, got {raw!r}"
+        )
+    return int(raw)
+
+
 def backends(ldap: dict, oidc: dict) -> list[str]:
     """The SSO backends to append after the local one (local logins are tried first, so
     they never wait on a directory)."""

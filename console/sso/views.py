@@ -54,6 +54,7 @@ class OIDCCallback(oidc_views.OIDCAuthenticationCallbackView):
     unreachable) goes to the audit log and back to the login page with the reason."""
 
     def get(self, request):
+        self.error_text = provider_error(request)  # before the library uses the state up
         try:
             return super().get(request)
         except SuspiciousOperation as exc:
@@ -65,14 +66,32 @@ class OIDCCallback(oidc_views.OIDCAuthenticationCallbackView):
             )
 
     def login_failure(self):
-        reason = refusal(self.request) or self.request.GET.get("error_description", "")
-        return self.refused(reason or self.request.GET.get("error", "") or "sign-in failed")
+        return self.refused(refusal(self.request) or self.error_text)
 
     def refused(self, reason: str):
         name = settings.QUILL_OIDC_PROVIDER_NAME
         audit.sso_login_failed(self.request, name, reason)
         messages.error(self.request, f"Sign-in with {name} failed: {reason}")
         return redirect("login")
+
+
+PROVIDER_TEXT_MAX = 200  # of the provider's error_description kept and shown
+NOT_OURS = "the provider's answer belongs to no sign-in started in this browser"
+
+
+def provider_error(request) -> str:
+    """The provider's own error text, only for a sign-in this browser started (its
+    `state` pending in the session; the library then uses it up) and cut to PROVIDER_TEXT_MAX: the
+    callback is open to anyone, so otherwise its text is nobody's to write into the
+    audit log or the page."""
+    error = request.GET.get("error", "")
+    pending = request.session.get("oidc_states") or {}
+    state = request.GET.get("state", "")
+    if not error:
+        return "sign-in failed"
+    if not state or state not in pending:
+        return NOT_OURS
+    return (request.GET.get("error_description") or error)[:PROVIDER_TEXT_MAX]
 
 
 def _when_configured(view):
