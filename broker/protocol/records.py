@@ -255,6 +255,13 @@ def _read_framed_header(view: memoryview, pos: int, end: int) -> BatchHeader:
     _, length, _, magic = _LENGTH_AND_EPOCH.unpack_from(view, pos)
     if length < LEGACY_MIN_LENGTH:
         raise _corrupt(f"Record batch length {length} is less than the minimum of 14.")
+    # the size before the magic, as Kafka's ByteBufferLogInputStream reads them: bytes
+    # that do not hold the batch they declare are corrupt whatever their magic byte says
+    if remaining < length + LOG_OVERHEAD:
+        raise _corrupt(
+            f"Record batch at position {pos} declares {length + LOG_OVERHEAD} bytes but only "
+            f"{remaining} remain: the payload is truncated."
+        )
     if magic < 0 or magic > MAGIC:
         raise _corrupt(f"Invalid magic {magic} found in record batch at position {pos}.")
     if magic != MAGIC:
@@ -263,11 +270,6 @@ def _read_framed_header(view: memoryview, pos: int, end: int) -> BatchHeader:
         )
     if length < MIN_BATCH_LENGTH:
         raise _corrupt(f"Record batch length {length} is less than the minimum of 49 for magic 2.")
-    if remaining < length + LOG_OVERHEAD:
-        raise _corrupt(
-            f"Record batch at position {pos} declares {length + LOG_OVERHEAD} bytes but only "
-            f"{remaining} remain: the payload is truncated."
-        )
     return BatchHeader(*_HEADER.unpack_from(view, pos), pos)
 
 
