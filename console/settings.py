@@ -15,29 +15,11 @@ from broker.zk.security import credentials_from_env
 from cluster_client.client_security import librdkafka_config
 from cluster_client.clusters import clusters_from_env
 from console.channel_layer import channel_layers
+from console.env import env, env_bool, env_list
 from quill_stack.redis_auth import redis_url_from_env
 from quill_stack.state import private_dir, private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env(name: str, default: str) -> str:
-    return os.environ.get(name) or default
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {raw!r}")
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in env(name, default).split(",") if item.strip()]
 
 
 def persistent_secret_key(path: Path) -> str:

@@ -7,6 +7,8 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from console.env import env_bool
+
 LDAP_BACKEND = "console.sso.backends.LDAPRoleBackend"
 OIDC_BACKEND = "console.sso.backends.OIDCRoleBackend"
 # console.roles.ROLES, lowest first (settings cannot import console.roles: it loads
@@ -16,17 +18,6 @@ ROLES = ("viewer", "operator", "admin")
 
 def _get(name: str, default: str = "") -> str:
     return (os.environ.get(name) or default).strip()
-
-
-def _bool(name: str, default: bool) -> bool:
-    raw = _get(name).lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
 
 def _secret(name: str) -> str:
@@ -97,7 +88,7 @@ def ldap_settings() -> dict:
         "AUTH_LDAP_SERVER_URI": uri,
         "AUTH_LDAP_BIND_DN": _get("QUILL_LDAP_BIND_DN"),
         "AUTH_LDAP_BIND_PASSWORD": _secret("QUILL_LDAP_BIND_PASSWORD"),
-        "AUTH_LDAP_START_TLS": _bool("QUILL_LDAP_START_TLS", False),
+        "AUTH_LDAP_START_TLS": env_bool("QUILL_LDAP_START_TLS", False),
         "AUTH_LDAP_CONNECTION_OPTIONS": options,
         "AUTH_LDAP_USER_SEARCH": LDAPSearch(
             need["USER_SEARCH_BASE"],
