@@ -6,11 +6,9 @@ with the reason."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
-import threading
 import time
-from collections import OrderedDict
 
 from cluster_client import clusters
 from console.schemas import codec, registry
@@ -20,27 +18,12 @@ DECODE_BUDGET_S = 2.0  # decoding time a page may spend (a search uses its own b
 PARTS = ("key", "value")
 COMPILED_CACHE_SIZE = 64  # uploaded schemas kept compiled (a .proto costs a protoc run)
 
-_lock = threading.Lock()
-# (cluster, kind, message, sha256 of the text) -> Compiled: a changed upload is a new key
-_compiled: OrderedDict = OrderedDict()
 
-
-def _compile_uploaded(row) -> Compiled:
-    """The uploaded schema compiled, once per process while its text is unchanged (a
-    failure is not kept: the next page tries again)."""
-    digest = hashlib.sha256(row.schema.encode("utf-8", "surrogatepass")).hexdigest()
-    key = (row.cluster, row.kind, row.message, digest)
-    with _lock:
-        hit = _compiled.get(key)
-        if hit is not None:
-            _compiled.move_to_end(key)
-            return hit
-    compiled = codec.compile_schema(row.kind, row.schema)
-    with _lock:
-        _compiled[key] = compiled
-        while len(_compiled) > COMPILED_CACHE_SIZE:
-            _compiled.popitem(last=False)
-    return compiled
+@functools.lru_cache(maxsize=COMPILED_CACHE_SIZE)
+def _compile_uploaded(kind: str, text: str) -> Compiled:
+    """An uploaded schema compiled once per process while its text is unchanged (a
+    changed upload is a new key; a failure is not kept: the next page tries again)."""
+    return codec.compile_schema(kind, text)
 
 
 def _decoded(badge: str, value) -> dict:
@@ -120,7 +103,7 @@ class Decoder:
         row, compiled = self.uploaded[part]
         badge = f"Avro ({part} schema)" if row.kind == "avro" else f"Protobuf {row.message}"
         if compiled is None:
-            compiled = _raise_as(badge, _compile_uploaded, row)
+            compiled = _raise_as(badge, _compile_uploaded, row.kind, row.schema)
             self.uploaded[part] = (row, compiled)
         if row.kind == "avro":
             return _decoded(badge, _raise_as(badge, codec.decode_avro, compiled, data))
