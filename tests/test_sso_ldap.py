@@ -168,14 +168,19 @@ def test_ldap_down_is_said_and_local_logins_still_work(ldap_console):
     assert log_in_form(Client(), "alice", password("alice")).status_code == 302
 
 
-@pytest.mark.parametrize("how", ["starttls", "ldaps"])
-def test_ldap_over_tls_with_the_directorys_ca(settings, monkeypatch, slapd, how):  # noqa: F811
-    env = {**ldap_env(slapd), "QUILL_LDAP_CA_FILE": str(slapd.ca)}
+def _tls_env(slapd, how: str, ca) -> dict:  # noqa: F811
+    """The directory over StartTLS or ldaps, its certificate checked against ``ca``."""
+    env = {**ldap_env(slapd), "QUILL_LDAP_CA_FILE": str(ca)}
     if how == "starttls":
         env["QUILL_LDAP_START_TLS"] = "true"
     else:
         env["QUILL_LDAP_SERVER_URI"] = slapd.ldaps_uri
-    apply_sso(settings, monkeypatch, env)
+    return env
+
+
+@pytest.mark.parametrize("how", ["starttls", "ldaps"])
+def test_ldap_over_tls_with_the_directorys_ca(settings, monkeypatch, slapd, how):  # noqa: F811
+    apply_sso(settings, monkeypatch, _tls_env(slapd, how, slapd.ca))
     client = Client()
     assert log_in_form(client, "oscar", password("oscar")).status_code == 302
     assert role_of(get_user_model().objects.get(username="oscar")) == OPERATOR
@@ -190,12 +195,7 @@ def test_ldap_tls_refuses_a_certificate_of_another_ca(
     how,
 ):
     other_ca, _, _ = tls_files(tmp_path, "elsewhere")
-    env = {**ldap_env(slapd), "QUILL_LDAP_CA_FILE": str(other_ca)}
-    if how == "starttls":
-        env["QUILL_LDAP_START_TLS"] = "true"
-    else:
-        env["QUILL_LDAP_SERVER_URI"] = slapd.ldaps_uri
-    apply_sso(settings, monkeypatch, env)
+    apply_sso(settings, monkeypatch, _tls_env(slapd, how, other_ca))
     client = Client()
     answer = log_in_form(client, "oscar", password("oscar"))
     assert answer.status_code == 200 and logged_in_as(client) is None
