@@ -36,14 +36,46 @@ from faults.run import run_once  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--zk", type=int, default=3, choices=(1, 3, 5))
-    parser.add_argument("--faults", default=",".join(FAULTS))
-    parser.add_argument("--max-faults", type=int, default=2)
-    parser.add_argument("--session-ms", type=int, default=6000)
-    parser.add_argument("--state", type=Path, default=Path("/tmp/quill-faults"))
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--runs", type=int, default=100, help="runs to make (default 100)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the first run; run N uses seed+N-1, so a failing run is re-made "
+        "alone with --runs 1 --seed S (default 1)",
+    )
+    parser.add_argument(
+        "--zk", type=int, default=3, choices=(1, 3, 5), help="ZooKeeper servers (default 3)"
+    )
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help="comma-separated fault kinds to pick from (default: all): " + ", ".join(FAULTS),
+    )
+    parser.add_argument(
+        "--max-faults",
+        type=int,
+        default=2,
+        help="at most this many faults a run, one after another (default 2)",
+    )
+    parser.add_argument(
+        "--session-ms",
+        type=int,
+        default=6000,
+        help="zookeeper.session.timeout.ms of brokers and clients; the target for "
+        "'resumed after heal' is this + 2 s (default 6000)",
+    )
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=Path("/tmp/quill-faults"),
+        help="where each run keeps logs and histories; a clean run's are deleted "
+        "(default /tmp/quill-faults)",
+    )
     parser.add_argument(
         "--table-every",
         type=int,
