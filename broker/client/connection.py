@@ -164,8 +164,10 @@ class BrokerConnection:
             )
         fut = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, fut)
-        self._writer.write(frame)
-        await self._writer.drain()
+        writer = self._writer
+        writer.write(frame)
+        if writer.transport.get_write_buffer_size():  # else drain() returns at once
+            await writer.drain()
         try:
             return await await_future(fut, timeout_s)
         finally:
