@@ -425,6 +425,7 @@ class ReplicaManager:
         max_bytes: int,
         epoch: int,
         log_start_offset: int = -1,
+        now: int | None = None,
     ) -> FetchResult:
         """A follower's fetch: its fetch offset is its LEO; read up to our LEO, not HW.
         ``log_start_offset``: the follower's (Fetch v5+), for the replica selector.
@@ -435,13 +436,13 @@ class ReplicaManager:
             part = self.get_partition(topic, index)
             log_ = part.require_leader()
             part.check_leader_epoch(epoch)
-            if offset < log_.log_start_offset or offset > log_.log_end_offset:
+            start, leo = log_.log_start_offset, log_.log_end_offset
+            if offset < start or offset > leo:
                 raise KafkaError(
                     ErrorCode.offset_out_of_range,
-                    f"follower {replica_id} fetch offset {offset} is outside "
-                    f"[{log_.log_start_offset}, {log_.log_end_offset}]",
+                    f"follower {replica_id} fetch offset {offset} is outside [{start}, {leo}]",
                 )
-            if part.update_follower(replica_id, offset, log_start_offset):
+            if part.update_follower(replica_id, offset, log_start_offset, now):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
             hw_news = part.hw_sent_to(replica_id) and self.replica_selector is not None
             throttled = replica_id not in part.state.isr and is_throttled(
@@ -454,9 +455,10 @@ class ReplicaManager:
                 self.leader_quota.record(region.size)
         except KafkaError as exc:
             return FetchResult(exc.code)
+        hw = log_.high_watermark
         return FetchResult(
-            high_watermark=log_.high_watermark,
-            last_stable_offset=log_.high_watermark,
+            high_watermark=hw,
+            last_stable_offset=hw,
             log_start_offset=log_.log_start_offset,
             region=region,
             size=region.size if region is not None else 0,
