@@ -1,17 +1,21 @@
 """Python function calls per acknowledged record, by role (issue 24, fourth session).
 
-    python bench/call_counts.py [--seconds 20] [--rate 100] [--baseline REF] [--top 25]
+    python bench/call_counts.py [--records 600] [--gap-ms 20] [--baseline REF] [--top 25]
+    python bench/call_counts.py --rate 100 --seconds 20   # fixed rate instead
 
 Three brokers (bench/localstack.py), topic ``small`` with 6 partitions, RF 3,
-min.insync.replicas=2, and bench/acks_all.py's fixed-rate acks=all linger.ms=0 producer.
+min.insync.replicas=2, and an acks=all linger.ms=0 producer: by default one record at a
+time (each acknowledged before the next, partitions in turn, --gap-ms apart), else
+bench/acks_all.py's fixed-rate producer at --rate.
 Each broker runs bench/call_tracer.py (``sys.setprofile`` on the event loop's thread)
 while the producer runs, then the calls of the three brokers are summed by role and
 divided by the acknowledged records. A Python call is a frame entered (a coroutine
 resumed counts again); a C call is a builtin or extension function called from Python.
-Counting slows the brokers several-fold, so the rate is kept low: librdkafka then sends
-one record per Produce request and each follower fetch round carries one, the path the
-issue is about (at higher rates under counting, fetch rounds batch records and the
-counts stop describing the real load). The table's last rows count the events. Counts, not time:
+Counting slows the brokers several-fold. At a fixed rate, how many records a follower
+round carries then depends on how fast the (slowed) brokers turn around, which moves
+the counts per record between runs; one at a time, every record is one Produce request
+and its own replication rounds, the linger-0 path the issue is about, and the counts
+repeat. The table's last rows count the events. Counts, not time:
 they do not depend on the machine's load. ``--baseline REF`` counts REF's brokers first.
 """
 
@@ -47,7 +51,30 @@ ROLES = (
 )
 
 
-def count(src: Path | None, seconds: float, rate: int) -> dict:
+def one_at_a_time(bootstrap: str, topic: str, records: int, gap_s: float, **props) -> dict:
+    """``records`` records, each acknowledged before the next is sent, to partitions 0-5
+    in turn, ``gap_s`` apart: every record takes the same path (one Produce request, the
+    followers' rounds for it, their parked fetches), so its counts repeat run to run."""
+    from confluent_kafka import Producer
+
+    from bench.acks_all import warm_up
+
+    producer = Producer({"bootstrap.servers": bootstrap, **props})
+    warm_up(producer, topic)
+    errors = []
+    started = time.perf_counter()
+    for i in range(records):
+        producer.produce(
+            topic, b"x" * 100, partition=i % 6, on_delivery=lambda e, _m: errors.append(e)
+        )
+        producer.flush(30)
+        time.sleep(gap_s)
+    elapsed = time.perf_counter() - started
+    failed = sum(1 for e in errors if e is not None)
+    return {"records": records, "errors": failed, "records_per_sec": records / elapsed}
+
+
+def count(src: Path | None, seconds: float, rate: int, records: int, gap_s: float) -> dict:
     out_dir = tempfile.mkdtemp(prefix="quill-calls-")
     prelude = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r}); from bench import call_tracer; "
@@ -67,7 +94,10 @@ def count(src: Path | None, seconds: float, rate: int) -> dict:
                 "statistics.interval.ms": 1000,
                 "stats_cb": lambda text: stats.append(json.loads(text)),
             }
-            run = fixed_rate(cluster.bootstrap, "small", rate, seconds, tuple(pids), **props)
+            if rate:
+                run = fixed_rate(cluster.bootstrap, "small", rate, seconds, tuple(pids), **props)
+            else:
+                run = one_at_a_time(cluster.bootstrap, "small", records, gap_s, **props)
             for pid in pids:
                 os.kill(pid, signal.SIGUSR2)
             files = [Path(out_dir) / f"{pid}.json" for pid in pids]
@@ -133,7 +163,11 @@ def table(columns: dict[str, dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--rate", type=int, default=100)
+    p.add_argument(
+        "--rate", type=int, default=0, help="fixed-rate records/s (0: one at a time, the default)"
+    )
+    p.add_argument("--records", type=int, default=600, help="one at a time: how many")
+    p.add_argument("--gap-ms", type=float, default=20.0, help="one at a time: pause after each")
     p.add_argument("--baseline", help="git ref whose brokers make the 'before' column")
     p.add_argument("--top", type=int, default=25, help="functions listed per column")
     p.add_argument("--json", help="also write the results here")
@@ -142,11 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         src = export_tree(args.baseline)
         try:
-            columns[f"before ({args.baseline})"] = count(src, args.seconds, args.rate)
+            columns[f"before ({args.baseline})"] = count(
+                src, args.seconds, args.rate, args.records, args.gap_ms / 1000
+            )
         finally:
             shutil.rmtree(src, ignore_errors=True)
     columns["after (this tree)" if args.baseline else "this tree"] = count(
-        None, args.seconds, args.rate
+        None, args.seconds, args.rate, args.records, args.gap_ms / 1000
     )
     for name, col in columns.items():
         print(
