@@ -112,7 +112,7 @@ def test_each_request_times_out_on_its_own_deadline_and_later_answers_still_land
         answer = asyncio.Event()
 
         async def handler(reader, writer):
-            slow, quick = await read_request(reader), await read_request(reader)
+            slow, _quick = await read_request(reader), await read_request(reader)
             await answer.wait()  # quick's timeout has passed
             writer.write(api_versions_answer(slow, 35))
             later = await read_request(reader)
