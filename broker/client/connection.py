@@ -20,6 +20,7 @@ import time
 from dataclasses import is_dataclass
 from typing import Any
 
+from ..aio import Deadlines
 from ..protocol.fetch_request import FOLLOWER_FETCH_VERSION, encode_fetch_request
 from ..protocol.framing import SIZE, FrameDecoder, FrameSizeError
 from ..protocol.messages import (
@@ -58,10 +59,7 @@ class BrokerConnection:
         self._read_task: asyncio.Task | None = None
         self._reauth_at: float | None = None  # time.monotonic() to re-authenticate at
         self._reauth: asyncio.Future | None = None  # a re-authentication under way
-        #: correlation id -> loop time its request times out; one timer, at the earliest
-        #: (a timer per request was ~15 calls of each follower round: made, heaped, cancelled)
-        self._deadlines: dict[int, float] = {}
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = Deadlines()  # the requests' timeouts, on one timer
 
     @property
     def connected(self) -> bool:
@@ -165,47 +163,18 @@ class BrokerConnection:
             frame = encode_request(
                 RequestHeader(api_key, version, correlation_id, self.client_id), payload
             )
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, fut)
         try:
             writer = self._writer
             writer.write(frame)
             if writer.transport.get_write_buffer_size():  # else drain() returns at once
                 await writer.drain()
-            self._time_out_at(correlation_id, loop.time() + timeout_s)  # from the send on
-            return await fut  # cancelling the caller cancels it
+            return await self._deadlines.wait(fut, timeout_s)  # from the send on
         finally:
             self._pending.pop(correlation_id, None)
-            self._deadlines.pop(correlation_id, None)
-
-    def _time_out_at(self, correlation_id: int, deadline: float) -> None:
-        self._deadlines[correlation_id] = deadline
-        timer = self._timer
-        if timer is None or timer.when() > deadline:
-            if timer is not None:
-                timer.cancel()
-            self._timer = asyncio.get_running_loop().call_at(deadline, self._time_out)
-
-    def _time_out(self) -> None:
-        """The earliest deadline came: its requests (and any other due) fail with
-        TimeoutError, as each one's own timer did; the timer moves to the next."""
-        self._timer = None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        for correlation_id, deadline in list(self._deadlines.items()):
-            if deadline <= now:
-                del self._deadlines[correlation_id]
-                entry = self._pending.get(correlation_id)
-                if entry is not None and not entry[2].done():
-                    entry[2].set_exception(TimeoutError())
-        if self._deadlines:
-            self._timer = loop.call_at(min(self._deadlines.values()), self._time_out)
 
     async def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         if self._read_task is not None:
             self._read_task.cancel()
         if self._writer is not None:

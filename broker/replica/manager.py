@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..aio import await_future
+from ..aio import Deadlines
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
@@ -82,6 +82,7 @@ class ReplicaManager:
         self.in_metadata = in_metadata  # does the cluster's metadata know this partition?
         self._counts = PartitionCounts(self)
         self.produce_expiry = ExpiryBuckets()  # timeouts of waiting acks=all produces
+        self._parked_deadlines = Deadlines()  # max wait of parked fetches, on one timer
         #: told when a partition comes (False) or goes (True): the heap is frozen again
         self.on_partitions_changed: Callable[[bool], None] = lambda removed: None
         #: held by LeaderAndIsr and StopReplica: the logs create_logs makes on threads
@@ -618,7 +619,7 @@ class ReplicaManager:
         for parked in waits:
             parked.add(fut)
         try:
-            await await_future(fut, timeout_s, quiet=True)
+            await self._parked_deadlines.wait(fut, timeout_s, quiet=True)
         finally:
             for parked in waits:
                 parked.discard(fut)
