@@ -33,10 +33,12 @@ def local_cluster(
     overrides: dict | None = None,
     event_loop: str | None = None,
     src: Path | None = None,
+    prelude: str = "",
 ):
     """``src``: run the brokers from another source tree (e.g. an older commit exported
     for a before/after benchmark) instead of this one. An override whose value is
-    callable gets ``value(broker_id, port)``: per-broker listeners, say."""
+    callable gets ``value(broker_id, port)``: per-broker listeners, say. ``prelude``: Python
+    statements each broker process runs before the broker (bench/call_counts.py's hook)."""
     from kazoo.client import KazooClient
 
     from quill_stack import ports, services
@@ -67,8 +69,11 @@ def local_cluster(
             )
             if event_loop:
                 spec.env["QUILL_EVENT_LOOP"] = event_loop
-            if src is not None:  # its own tree first on sys.path, ahead of the editable install
-                spec.argv = [spec.argv[0], "-c", _RUN_FROM.format(src=str(src)), *spec.argv[3:]]
+            if (
+                src is not None or prelude
+            ):  # its own tree first on sys.path, ahead of the editable install
+                run = prelude + "; " + _RUN_FROM.format(src=str(src or ROOT))
+                spec.argv = [spec.argv[0], "-c", run.lstrip("; "), *spec.argv[3:]]
             proc = ManagedProcess(spec, owner_env(state))
             started.append(proc)
             proc.start()

@@ -3,13 +3,18 @@
 ``asyncio.wait_for`` (Python 3.11) wraps the future it waits on in a second one and
 releases it through a done-callback: the waiting task wakes one loop turn after the
 result is set, behind everything else that turn made ready. A follower's fetch round
-pays that twice (the leader's parked fetch, the follower's answer). ``await_future``
-waits on the future itself with a timer beside it: same outcome, one turn sooner.
+pays that twice (the leader's parked fetch, the follower's answer). ``Deadlines.wait``
+waits on the future itself, with its deadline kept beside it: same outcome, one turn
+sooner. And one loop timer serves all of a ``Deadlines``' futures, set at the earliest
+deadline: a timer per future was made, pushed on the loop's heap (through Python
+``TimerHandle.__lt__`` calls) and cancelled again on every follower fetch round, at the
+leader (its parked fetch) and at the follower (its request).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 
@@ -23,12 +28,43 @@ def _resolve(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
-async def await_future(fut: asyncio.Future, timeout_s: float, quiet: bool = False) -> Any:
-    """``fut``'s result, or TimeoutError after ``timeout_s`` (``fut`` then holds the
-    error). With ``quiet``, the timeout instead resolves ``fut`` to None. Cancelling
-    the waiting task cancels ``fut``, as with ``asyncio.wait_for``."""
-    handle = fut.get_loop().call_later(timeout_s, _resolve if quiet else _time_out, fut)
-    try:
-        return await fut
-    finally:
-        handle.cancel()
+class Deadlines:
+    """Futures waited on with a timeout each, on one timer of their loop."""
+
+    def __init__(self) -> None:
+        self._due: dict[asyncio.Future, tuple[float, bool]] = {}  # future -> (deadline, quiet)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def wait(self, fut: asyncio.Future, timeout_s: float, quiet: bool = False) -> Any:
+        """``fut``'s result, or TimeoutError after ``timeout_s`` (``fut`` then holds the
+        error). With ``quiet``, the timeout instead resolves ``fut`` to None. Cancelling
+        the waiting task cancels ``fut``, as with ``asyncio.wait_for``."""
+        loop = fut.get_loop()
+        deadline = loop.time() + timeout_s
+        self._due[fut] = (deadline, quiet)
+        if deadline < self._timer_at or loop is not self._loop:  # a new loop: its own timer
+            self._arm(loop, deadline)
+        try:
+            return await fut
+        finally:
+            self._due.pop(fut, None)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._loop, self._timer_at = loop, deadline
+        self._timer = loop.call_at(deadline, self._fire)
+
+    def _fire(self) -> None:
+        """The earliest deadline came: every future due ends; the timer moves on."""
+        loop, self._timer, self._timer_at = self._loop, None, math.inf
+        now = loop.time()
+        due = self._due
+        for fut, (deadline, quiet) in list(due.items()):
+            if deadline <= now:
+                del due[fut]
+                (_resolve if quiet else _time_out)(fut)
+        if due:
+            self._arm(loop, min(deadline for deadline, _quiet in due.values()))

@@ -101,3 +101,37 @@ def test_close_fails_requests_still_waiting() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_each_request_times_out_on_its_own_deadline_and_later_answers_still_land() -> None:
+    """One timer serves every waiting request: a short timeout sent after a long one
+    fails first, with TimeoutError; the long one, answered late, still gets its answer,
+    and so does a request sent after the timeout."""
+
+    async def main() -> None:
+        answer = asyncio.Event()
+
+        async def handler(reader, writer):
+            slow, _quick = await read_request(reader), await read_request(reader)
+            await answer.wait()  # quick's timeout has passed
+            writer.write(api_versions_answer(slow, 35))
+            later = await read_request(reader)
+            writer.write(api_versions_answer(later, 0))
+            await writer.drain()
+            await reader.read()
+
+        server, port = await serve(handler)
+        conn = await connected(port)
+        slow = asyncio.ensure_future(conn.request(18, 0, {}, timeout_s=30))
+        await asyncio.sleep(0)
+        quick = asyncio.ensure_future(conn.request(18, 0, {}, timeout_s=0.2))
+        with pytest.raises(TimeoutError):
+            await quick
+        assert not slow.done() and conn.connected
+        answer.set()
+        assert (await slow).error_code == 35
+        assert (await conn.request(18, 0, {}, timeout_s=5)).error_code == 0
+        await conn.close()
+        server.close()
+
+    asyncio.run(main())

@@ -20,7 +20,7 @@ import time
 from dataclasses import is_dataclass
 from typing import Any
 
-from ..aio import await_future
+from ..aio import Deadlines
 from ..protocol.fetch_request import FOLLOWER_FETCH_VERSION, encode_fetch_request
 from ..protocol.framing import SIZE, FrameDecoder, FrameSizeError
 from ..protocol.messages import (
@@ -59,6 +59,7 @@ class BrokerConnection:
         self._read_task: asyncio.Task | None = None
         self._reauth_at: float | None = None  # time.monotonic() to re-authenticate at
         self._reauth: asyncio.Future | None = None  # a re-authentication under way
+        self._deadlines = Deadlines()  # the requests' timeouts, on one timer
 
     @property
     def connected(self) -> bool:
@@ -164,10 +165,12 @@ class BrokerConnection:
             )
         fut = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, fut)
-        self._writer.write(frame)
-        await self._writer.drain()
         try:
-            return await await_future(fut, timeout_s)
+            writer = self._writer
+            writer.write(frame)
+            if writer.transport.get_write_buffer_size():  # else drain() returns at once
+                await writer.drain()
+            return await self._deadlines.wait(fut, timeout_s)  # from the send on
         finally:
             self._pending.pop(correlation_id, None)
 

@@ -170,12 +170,15 @@ class _Index:
 
     @property
     def entries(self) -> int:
-        self._ensure_loaded()
+        if not self._loaded:  # checked here, not by a call: read on every append
+            self._ensure_loaded()
         return len(self._keys)
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        if not self._loaded:
+            self._ensure_loaded()
+        return len(self._keys) >= self.max_entries
 
     def size_in_bytes(self) -> int:
         return self.entries * self.ENTRY_SIZE
@@ -353,7 +356,9 @@ class TimeIndex(_Index):
     @property
     def is_full(self) -> bool:
         # one slot is kept for the final entry written when the segment becomes inactive
-        return self.entries >= self.max_entries - 1
+        if not self._loaded:
+            self._ensure_loaded()
+        return len(self._keys) >= self.max_entries - 1
 
     def sanity_check(self, next_offset: int) -> None:
         self._ensure_loaded()

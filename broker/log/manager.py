@@ -67,7 +67,7 @@ TopicPartition = tuple[str, int]
 #: attrgetter: with 10,000 logs a property call each is most of the cost of finding that
 #: nothing moved.
 _recovery_point = attrgetter("recovery_point")
-_log_start_offset = attrgetter("_log_start_offset")
+_log_start_offset = attrgetter("log_start_offset")
 _high_watermark = attrgetter("_hw")
 
 _CHECKPOINT_VALUES = {

@@ -171,18 +171,20 @@ class LogSegment:
         position = self._size
         before = (self._rolling_ts, self._next_offset, self._max_ts)
         before_index = self._bytes_since_last_index_entry
-        index_entries = (self.offset_index.entries, self.time_index.entries)
+        index_entries = None  # counted only when this append writes index entries
         if position == 0:
             self._rolling_ts = largest_timestamp
         try:
             _write_all(self.fd, records)
             self._size += size
             self._next_offset = largest_offset + 1
-            if largest_timestamp > self.max_timestamp_so_far:
-                self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+            max_ts = self._read_max_ts()
+            if largest_timestamp > max_ts.timestamp:
+                max_ts = self._max_ts = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                index_entries = (self.offset_index.entries, self.time_index.entries)
                 self.offset_index.append(largest_offset, position)
-                self.time_index.maybe_append(self.max_timestamp_so_far, self._max_ts_offset())
+                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
                 self._bytes_since_last_index_entry = 0
         except OSError:
             # A full disk or an I/O error part-way: cut the log and its indexes back to
@@ -191,8 +193,9 @@ class LogSegment:
             self._size = position
             self._rolling_ts, self._next_offset, self._max_ts = before
             self._bytes_since_last_index_entry = before_index
-            self.offset_index.truncate_to_entries(index_entries[0])
-            self.time_index.truncate_to_entries(index_entries[1])
+            if index_entries is not None:
+                self.offset_index.truncate_to_entries(index_entries[0])
+                self.time_index.truncate_to_entries(index_entries[1])
             raise
         self._bytes_since_last_index_entry += size
         starts = self._append_starts

@@ -25,8 +25,8 @@ __all__ = ["LogTransactions"]
 
 
 class LogTransactions:
-    """Needs the Log's producer_state, txn_index, config, leader_epoch_cache, _leo,
-    _hw, _log_start_offset, active_segment and _append."""
+    """Needs the Log's producer_state, txn_index, config, leader_epoch_cache, log_end_offset,
+    _hw, log_start_offset, active_segment and _append."""
 
     def append_marker(
         self,
@@ -55,15 +55,15 @@ class LogTransactions:
             max_message_bytes=max(self.config.max_message_bytes, len(records)),
             allow_control=True,
         )
-        info = assign_offsets(records, headers, self._leo, leader_epoch)
+        info = assign_offsets(records, headers, self.log_end_offset, leader_epoch)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
         offset = info.first_offset
         self._append(records, offset, offset, info.max_timestamp, offset, now)
         self._complete_txn(producer_id, producer_epoch, coordinator_epoch, commit, offset, now)
-        self.producer_state.map_end_offset = self._leo
+        self.producer_state.map_end_offset = self.log_end_offset
         return LogAppendInfo(
-            offset, offset, info.max_timestamp, offset, -1, self._log_start_offset, 1
+            offset, offset, info.max_timestamp, offset, -1, self.log_start_offset, 1
         )
 
     def _complete_txn(

@@ -354,7 +354,9 @@ class ReplicaFetcher:
     def _process(self, key: TopicPartition, st: FetchState, p) -> bool:
         """Apply one partition's answer; True when it came without error."""
         ok = self._apply(st, p)
-        if st.needs_truncation or st.delayed_until > asyncio.get_running_loop().time():
+        if st.needs_truncation or (  # never delayed (0.0, the usual case): no clock read
+            st.delayed_until and st.delayed_until > asyncio.get_running_loop().time()
+        ):
             self._set_unready(key)
         else:
             self._refresh(key)

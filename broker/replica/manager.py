@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..aio import await_future
+from ..aio import Deadlines
 from ..log.config import LogConfig
 from ..log.manager import LogManager
 from ..protocol import records as rec
@@ -82,6 +82,7 @@ class ReplicaManager:
         self.in_metadata = in_metadata  # does the cluster's metadata know this partition?
         self._counts = PartitionCounts(self)
         self.produce_expiry = ExpiryBuckets()  # timeouts of waiting acks=all produces
+        self._parked_deadlines = Deadlines()  # max wait of parked fetches, on one timer
         #: told when a partition comes (False) or goes (True): the heap is frozen again
         self.on_partitions_changed: Callable[[bool], None] = lambda removed: None
         #: held by LeaderAndIsr and StopReplica: the logs create_logs makes on threads
@@ -425,6 +426,7 @@ class ReplicaManager:
         max_bytes: int,
         epoch: int,
         log_start_offset: int = -1,
+        now: int | None = None,
     ) -> FetchResult:
         """A follower's fetch: its fetch offset is its LEO; read up to our LEO, not HW.
         ``log_start_offset``: the follower's (Fetch v5+), for the replica selector.
@@ -435,13 +437,13 @@ class ReplicaManager:
             part = self.get_partition(topic, index)
             log_ = part.require_leader()
             part.check_leader_epoch(epoch)
-            if offset < log_.log_start_offset or offset > log_.log_end_offset:
+            start, leo = log_.log_start_offset, log_.log_end_offset
+            if offset < start or offset > leo:
                 raise KafkaError(
                     ErrorCode.offset_out_of_range,
-                    f"follower {replica_id} fetch offset {offset} is outside "
-                    f"[{log_.log_start_offset}, {log_.log_end_offset}]",
+                    f"follower {replica_id} fetch offset {offset} is outside [{start}, {leo}]",
                 )
-            if part.update_follower(replica_id, offset, log_start_offset):
+            if part.update_follower(replica_id, offset, log_start_offset, now):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
             hw_news = part.hw_sent_to(replica_id) and self.replica_selector is not None
             throttled = replica_id not in part.state.isr and is_throttled(
@@ -454,9 +456,10 @@ class ReplicaManager:
                 self.leader_quota.record(region.size)
         except KafkaError as exc:
             return FetchResult(exc.code)
+        hw = log_.high_watermark
         return FetchResult(
-            high_watermark=log_.high_watermark,
-            last_stable_offset=log_.high_watermark,
+            high_watermark=hw,
+            last_stable_offset=hw,
             log_start_offset=log_.log_start_offset,
             region=region,
             size=region.size if region is not None else 0,
@@ -616,7 +619,7 @@ class ReplicaManager:
         for parked in waits:
             parked.add(fut)
         try:
-            await await_future(fut, timeout_s, quiet=True)
+            await self._parked_deadlines.wait(fut, timeout_s, quiet=True)
         finally:
             for parked in waits:
                 parked.discard(fut)

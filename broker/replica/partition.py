@@ -249,10 +249,12 @@ class Partition:
         return info
 
     # -- follower tracking (leader side) ---------------------------------------------------
-    def update_follower(self, replica_id: int, fetch_offset: int, log_start: int = -1) -> bool:
+    def update_follower(
+        self, replica_id: int, fetch_offset: int, log_start: int = -1, now: int | None = None
+    ) -> bool:
         """A follower fetched from ``fetch_offset``: that is its LEO (``log_start``: its
-        log start offset, -1 when not told). Returns True when the follower should join
-        the ISR."""
+        log start offset, -1 when not told; ``now``: the fetch's time in ms, read once
+        for all its partitions). Returns True when the follower should join the ISR."""
         follower = self.followers.get(replica_id)
         if follower is None:
             if self.state is None or replica_id not in self.state.replicas:
@@ -261,7 +263,8 @@ class Partition:
                     f"broker {replica_id} is not a replica of {self.topic}-{self.index}",
                 )
             follower = self.followers[replica_id] = FollowerState()
-        now = now_ms()
+        if now is None:
+            now = now_ms()
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
             follower.last_caught_up_ms = now

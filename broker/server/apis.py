@@ -27,7 +27,7 @@ from ..protocol.messages import (
     response_schema,
 )
 from ..protocol.produce_response import encode_produce_response
-from ..quota.manager import REQUEST
+from ..quota.manager import PRODUCE, REQUEST
 from ..replica.partition import DelayedProduce
 from ..security.authenticator import AUTHENTICATE_VERSIONS, HANDSHAKE_VERSIONS
 from . import authorization, request_context
@@ -241,7 +241,7 @@ class KafkaApis:
             if api_key == 18:
                 return _unsupported_api_versions(correlation_id)
             raise ProtocolError(f"{name} v{version} is not supported (we speak v{lo}-v{hi})")
-        request_context.set_client(conn.peer)
+        request_context.client_host.set(conn.client_host)
         request_context.listener_name.set(conn.listener)
         request_context.principal.set(conn.principal)
         if api_key == 2 and version == 0:
@@ -255,7 +255,7 @@ class KafkaApis:
             refused, request, patch = authorization.check(self.server, api_key, header, request)
             if refused is not None:
                 return _encode(refused, api_key, version, correlation_id)
-        if api_key == 0:
+        if api_key == 0 and self.server.quotas.enabled(PRODUCE):  # else it records nothing
             produce_throttle(self.server.quotas, header.client_id, len(frame))
         call = self.handlers[api_key](self.server, header, request)
         if self.server.quotas.enabled(REQUEST) and _request_quota_applies(api_key, request):

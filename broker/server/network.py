@@ -55,6 +55,7 @@ from ..protocol.messages import ProtocolError
 from ..security.authenticator import SASL_MAX_RECEIVE_SIZE
 from ..security.principal import ANONYMOUS
 from .connection_quotas import ConnectionQuotas, RequestMemoryPool
+from .request_context import host_of
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ class Connection(asyncio.Protocol):
         self.ip = ip
         self.counted = ip != "?"  # holds a slot in the server's ConnectionQuotas
         self.peer = "?"
+        self.client_host = host_of(self.peer)  # request_context.client_host of its requests
         self._decoder = FrameDecoder()  # its limits are set on each read: SASL or not
         self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
         self._worker: asyncio.Task | None = None
@@ -180,6 +182,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = host_of(self.peer)
         self.server.connections.add(self)
         if self.security is not None:
             self._secure(transport)

@@ -14,10 +14,11 @@ from ..security.principal import ANONYMOUS, KafkaPrincipal
 client_host: ContextVar[str] = ContextVar("client_host", default="")
 
 
-def set_client(peer: str) -> None:
-    """``peer`` is "host:port" (the connection's peer name)."""
+def host_of(peer: str) -> str:
+    """What ``client_host`` holds for ``peer``, "host:port" (the connection's peer name):
+    computed once per connection, set per request."""
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
-    client_host.set("/" + host)
+    return "/" + host
 
 
 #: throttle time (ms) a quota gave the current request: the connection mutes its reads

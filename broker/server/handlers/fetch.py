@@ -107,6 +107,7 @@ def _read_all(
                     max_bytes,
                     getattr(p, "current_leader_epoch", -1),  # Fetch v9+
                     _follower_log_start(p),
+                    now,
                 )
             else:
                 r = server.replicas.read(
