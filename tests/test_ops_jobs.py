@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster_helpers import BackgroundProducer
+from tests.ops_helpers import alter_configs
 
 pytest.register_assert_rewrite("tests.ops_stack_helpers")
 from tests.ops_stack_helpers import read_all, unique  # noqa: E402
@@ -21,9 +22,9 @@ from tests.wait_helpers import wait_until  # noqa: E402
 pytest_plugins = ["tests.ops_stack_helpers"]  # the shared `ops_stack` fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 THROTTLE_KEYS = {
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
+    *RATE_KEYS,
     "leader.replication.throttled.replicas",
     "follower.replication.throttled.replicas",
 }
@@ -111,6 +112,21 @@ def _slow_move(stack, label: str):
     return topic, op_id
 
 
+def _hurry(stack) -> None:
+    """Raise the brokers' replication throttle to 100 MB/s (as an operator re-running
+    kafka-reassign-partitions with a new --throttle would), once the event under test
+    has happened mid-move: the rest of the 4 MB need not crawl at 300 kB/s. The job
+    still removes every throttle key at its end."""
+    for b in (1, 2, 3):
+        alter_configs(
+            stack.cluster.bootstrap, "broker", str(b), dict.fromkeys(RATE_KEYS, "100000000")
+        )
+
+
+def _says(stack, op_id: int, words: str) -> bool:
+    return any(words in s["message"] for s in stack.operation(op_id)["steps"])
+
+
 def test_a_killed_worker_finishes_the_move_after_it_starts_again(ops_stack):
     stack = ops_stack
     topic, op_id = _slow_move(stack, "kill")
@@ -119,6 +135,8 @@ def test_a_killed_worker_finishes_the_move_after_it_starts_again(ops_stack):
     stack.worker.kill()
     stack.start_worker()
     assert stack.worker.pid != old_pid
+    wait_until(lambda: _says(stack, op_id, "resumed on"), 120, "the new worker to resume")
+    _hurry(stack)
     op = stack.wait_state(op_id, timeout=240)
     assert any("resumed on" in s["message"] for s in op["steps"])
     assert stack.assignment(topic) == {0: [2, 3]}
@@ -325,6 +343,7 @@ def test_pause_holds_the_job_and_resume_finishes_it(ops_stack):
     status, body = stack.call("POST", f"/operations/{op_id}/pause")
     assert status == 200 and body["pause_requested"] is True
     stack.wait_state(op_id, states=("paused",), timeout=60)
+    _hurry(stack)
     status, body = stack.call("POST", f"/operations/{op_id}/resume")
     assert status == 200 and body["pause_requested"] is False
     op = stack.wait_state(op_id, timeout=240)
@@ -378,6 +397,7 @@ def test_a_dead_destination_broker_stalls_its_move_and_the_job_says_which(ops_st
         assert stack.operation(op_id)["state"] == "running"
     finally:
         broker.start()
+    _hurry(stack)
     op = stack.wait_state(op_id, timeout=300)
     assert stack.assignment(topic) == {0: [2, 3]}
     assert no_throttles(stack, topic) == {}
