@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from broker.security.scram_credentials import ScramCredential
 from broker.zk.znodes import ConfigEntityChangeNotificationZNode, ConfigEntityZNode
@@ -143,6 +144,24 @@ def round_trip(conf: dict, topic: str, values: list[bytes], group: str) -> list[
     finally:
         consumer.close()
     return [(o, v) for o, v in got if v in values]
+
+
+def logs_in(conf: dict, timeout: float = 8.0) -> bool:
+    """Whether a client with ``conf`` fetches metadata: False at librdkafka's first
+    authentication error (its error_cb; it would retry a refused login until the
+    timeout) or when nothing answers within ``timeout``."""
+    errors = []
+    admin = AdminClient({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            admin.list_topics(timeout=0.5)
+            return True
+        except KafkaException:
+            admin.poll(0)
+        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            return False
+    return False
 
 
 def first_error(conf: dict, timeout: float = 30.0) -> str:
