@@ -22,7 +22,8 @@ def sasl_listener_cluster(
 ):
     """One broker with a PLAINTEXT listener (tests' admin path) and a SASL_PLAINTEXT one
     offering ``mechanisms``; PLAIN users from the listener's JAAS config. The cluster
-    gains ``sasl_port`` and ``sasl_bootstrap``."""
+    gains ``sasl_port`` and ``sasl_bootstrap``. A new group's first rebalance is not
+    delayed (Kafka's 3 s default only makes each subscribing test wait)."""
     from quill_stack import ports
 
     sasl_port = ports.free_ports(1)[0]
@@ -33,12 +34,13 @@ def sasl_listener_cluster(
         "listeners": listeners,
         "advertised.listeners": listeners,
         "sasl.enabled.mechanisms": mechanisms,
+        "group.initial.rebalance.delay.ms": "0",
     }
     if plain_users:
         settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = jaas(
             PLAIN_JAAS, **{f"user_{u}": p for u, p in plain_users.items()}
         )
-    cluster = cluster_factory(1, **settings, **config)
+    cluster = cluster_factory(1, **(settings | config))
     cluster.sasl_port = sasl_port
     cluster.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     return cluster

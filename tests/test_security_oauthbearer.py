@@ -97,6 +97,7 @@ def oauth_cluster(cluster_factory, jwks, tmp_path_factory):
             "sasl.oauthbearer.expected.issuer": ISSUER,
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "connections.max.reauth.ms": "600000",
+            "group.initial.rebalance.delay.ms": "0",  # subscribing tests need not wait 3 s
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "allow.everyone.if.no.acl.found": "true",
             "super.users": "User:ANONYMOUS",
