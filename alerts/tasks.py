@@ -1,4 +1,4 @@
-"""Lag alert evaluation (Celery beat, every EVALUATE_EVERY_S) and its notifiers.
+"""Lag alert evaluation (Celery beat, every QUILL_ALERT_EVALUATE_S) and its notifiers.
 
 For each enabled rule and each group it matches (glob on the group id), the monitor's
 latest group status (livefeed.history; older than STALE_S is ignored) fires when the
@@ -24,7 +24,6 @@ from livefeed import history
 from workers.celery import app
 
 log = logging.getLogger(__name__)
-EVALUATE_EVERY_S = 10.0
 STALE_S = 60.0
 WEBHOOK_TIMEOUT_S = 5.0
 

@@ -73,6 +73,13 @@ QUILL_SCHEMA_REGISTRY_URL = env("QUILL_SCHEMA_REGISTRY_URL", "")
 QUILL_SCHEMA_REGISTRY_USER = env("QUILL_SCHEMA_REGISTRY_USER", "")
 QUILL_SCHEMA_REGISTRY_PASSWORD = env("QUILL_SCHEMA_REGISTRY_PASSWORD", "")
 QUILL_SCHEMA_REGISTRY_TIMEOUT_S = float(env("QUILL_SCHEMA_REGISTRY_TIMEOUT_S", "3"))
+# Lag alerts and ops jobs (README "Alert and job timings"): Celery beat evaluates the lag
+# alert rules every QUILL_ALERT_EVALUATE_S and scans for orphaned operations every
+# QUILL_ORPHAN_SCAN_S; the monitor calls a lagging partition with no new commit STOP
+# (or STALL) only after QUILL_LAG_MIN_SPAN_S at least (console.monitor.burrow).
+QUILL_ALERT_EVALUATE_S = float(env("QUILL_ALERT_EVALUATE_S", "10"))
+QUILL_ORPHAN_SCAN_S = float(env("QUILL_ORPHAN_SCAN_S", "15"))
+QUILL_LAG_MIN_SPAN_S = float(env("QUILL_LAG_MIN_SPAN_S", "30"))
 
 # Broker N serves Prometheus metrics on this port + N - 1 (quill-stack's rule; 0: none);
 # QUILL_METRICS_PORTS ({broker id: port}) overrides it per broker.

@@ -5,7 +5,7 @@ Redis. No answer may be a 5xx; every 4xx is JSON with a sentence. Mutating opera
 get throwaway topics and groups (and the protected topics, which they must refuse); a
 keeper topic and group made before the run must hold exactly what they held.
 
-QUILL_API_FUZZ_CASES (default 40) sets the cases per operation and per generation
+QUILL_API_FUZZ_CASES (default 15) sets the cases per operation and per generation
 mode (valid and invalid); the draws are seeded (SEED), so a run is repeatable. A longer
 run: QUILL_API_FUZZ_CASES=500 pytest tests/test_console_api_hostile.py."""
 
@@ -34,9 +34,11 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning"),
 ]
 
-# 40 (was 100) keeps the suite inside its time budget: every operation still gets both
-# generation modes, its path-parameter pools and the protected topics, from the same seed.
-CASES = int(os.environ.get("QUILL_API_FUZZ_CASES", "40"))
+# 15 (was 100, then 40) keeps the suite inside its time budget: a smoke run in which
+# every operation still gets both generation modes and its path-parameter pools, from
+# the same seed (the protected topics' refusals are asserted case by case above it).
+# Longer runs: QUILL_API_FUZZ_CASES=500.
+CASES = int(os.environ.get("QUILL_API_FUZZ_CASES", "15"))
 SEED = 14
 KEEPER_RECORDS = [(f"k{i}".encode(), f"value {i}".encode()) for i in range(20)]
 # The changes the protected topics refuse, whatever their input.

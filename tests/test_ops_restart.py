@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
@@ -94,10 +93,28 @@ def ended(stack, op_id, timeout=600) -> dict:
 
 
 def create(stack, topic, rf, min_isr):
+    """The topic, once every partition has a leader and all its replicas in sync."""
     admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
     new = NewTopic(topic, 3, rf, config={"min.insync.replicas": str(min_isr)})
     admin.create_topics([new])[topic].result(30)
-    time.sleep(2)
+
+    def settled() -> bool:
+        found = admin.list_topics(topic, timeout=10).topics[topic]
+        parts = found.partitions.values()
+        return (
+            found.error is None
+            and len(parts) == 3
+            and all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in parts)
+        )
+
+    wait_until(settled, 60, f"{topic}'s replicas in sync", 0.2)
+
+
+def delete(stack, topic) -> None:
+    """The topic deleted, and gone from the metadata."""
+    admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
+    admin.delete_topics([topic])[topic].result(30)
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 60, f"{topic} gone")
 
 
 def test_decommission_drains_the_broker_then_stops_it(stack):
@@ -118,8 +135,8 @@ def test_decommission_drains_the_broker_then_stops_it(stack):
     )
     again = quill_stack(stack["env"], "start", "broker-3", timeout=180)
     assert again.returncode == 0, again.stdout + again.stderr
-    admin.delete_topics([topic])[topic].result(30)
-    time.sleep(2)
+    wait_until(lambda: 3 in admin.list_topics(timeout=10).brokers, 60, "broker 3 back")
+    delete(stack, topic)
 
 
 def test_the_gate_refuses_when_a_topic_would_go_under_min_isr(stack):
@@ -127,16 +144,14 @@ def test_the_gate_refuses_when_a_topic_would_go_under_min_isr(stack):
     create(stack, topic, 2, 2)
     before = pids(stack)
     status, started = call(
-        stack, "POST", "/operations", {"kind": "rolling-restart", "gate_timeout_s": 5}
+        stack, "POST", "/operations", {"kind": "rolling-restart", "gate_timeout_s": 1}
     )
     assert status == 202, started
     op = ended(stack, started["id"])
     assert op["state"] == "failed"
     assert "would leave it under min ISR" in op["error"] and "Restarted so far: none" in op["error"]
     assert pids(stack) == before
-    admin = AdminClient({"bootstrap.servers": stack["bootstrap"]})
-    admin.delete_topics([topic])[topic].result(30)
-    time.sleep(2)
+    delete(stack, topic)
 
 
 def test_rolling_restart_changes_every_pid_controller_last_nothing_lost(stack):

@@ -20,14 +20,18 @@ from .quota_helpers import Throttles
 
 QUOTA = 100_000  # bytes/s
 RECORD = 1000
-BURST = (
-    11 * QUOTA
-)  # what Kafka's rate lets through at once: quota x (quota.window.num - 1), + slack
+# The rate is measured over 3 one-second samples (Kafka's default: 11), so the burst a
+# fresh rate lets through is ~0.2 MB instead of ~1 MB, and 0.8 MB written by a throttled
+# client (0.5 MB past the burst, ~5 s) show its rate as well as 2 MB did (~10 s).
+WINDOWS = 3
+BURST = WINDOWS * QUOTA  # what Kafka's rate lets through at once: quota x (num - 1), + slack
+THROTTLED = 800 * RECORD  # what a throttled client writes or reads
+FREE = 2 * 1024 * 1024  # what a client no quota holds writes
 
 
 @pytest.fixture(scope="module")
 def broker(cluster_factory):
-    return cluster_factory(1)
+    return cluster_factory(1, **{"quota.window.num": str(WINDOWS)})
 
 
 @pytest.fixture(scope="module")
@@ -110,11 +114,11 @@ def test_producer_over_its_quota_is_held_to_it(broker, zk):
     topic = _topic(broker, "q-slow")
     _set_quota(broker, zk, "clients", "slow", {"producer_byte_rate": QUOTA})
     try:
-        throttles = _produce(broker, topic, "slow", 2 * 1024 * 1024)
+        throttles = _produce(broker, topic, "slow", THROTTLED)
     finally:
         _set_quota(broker, zk, "clients", "slow", {})
     times = _append_times(broker, topic)
-    assert len(times) == 2 * 1024 * 1024 // RECORD
+    assert len(times) == THROTTLED // RECORD
     rate = _rate_after(times, BURST)
     print(f"client-id slow: {rate:,.0f} B/s after the burst, quota {QUOTA:,} B/s")
     assert rate < 1.5 * QUOTA, f"{rate:,.0f} B/s against a quota of {QUOTA:,}"
@@ -125,14 +129,14 @@ def test_producer_over_its_quota_is_held_to_it(broker, zk):
 def test_other_client_ids_and_removed_quotas_are_not_slowed(broker, zk):
     _set_quota(broker, zk, "clients", "slow2", {"producer_byte_rate": QUOTA})
     topic = _topic(broker, "q-fast")
-    throttles = _produce(broker, topic, "fast", 2 * 1024 * 1024)
+    throttles = _produce(broker, topic, "fast", FREE)
     rate = _rate_after(_append_times(broker, topic), 0)
     print(f"client-id fast beside a quota: {rate:,.0f} B/s")
     assert rate > 5 * QUOTA and throttles.max_ms == 0
     # now slow2 has had its quota removed: nothing holds it back either
     _set_quota(broker, zk, "clients", "slow2", {})
     topic = _topic(broker, "q-freed")
-    throttles = _produce(broker, topic, "slow2", 2 * 1024 * 1024)
+    throttles = _produce(broker, topic, "slow2", FREE)
     rate = _rate_after(_append_times(broker, topic), 0)
     print(f"client-id slow2 after its quota was removed: {rate:,.0f} B/s")
     assert rate > 5 * QUOTA and throttles.max_ms == 0
@@ -142,7 +146,7 @@ def test_default_client_quota_applies_to_unknown_clients(broker, zk):
     _set_quota(broker, zk, "clients", "<default>", {"producer_byte_rate": QUOTA})
     topic = _topic(broker, "q-default")
     try:
-        throttles = _produce(broker, topic, f"stranger-{uuid.uuid4().hex[:6]}", 2 * 1024 * 1024)
+        throttles = _produce(broker, topic, f"stranger-{uuid.uuid4().hex[:6]}", THROTTLED)
     finally:
         _set_quota(broker, zk, "clients", "<default>", {})
     rate = _rate_after(_append_times(broker, topic), BURST)
@@ -152,7 +156,7 @@ def test_default_client_quota_applies_to_unknown_clients(broker, zk):
 
 def test_consumer_over_its_quota_is_held_to_it(broker, zk):
     topic = _topic(broker, "q-consume")
-    _produce(broker, topic, "loader", 2 * 1024 * 1024)
+    _produce(broker, topic, "loader", THROTTLED)
     _set_quota(broker, zk, "clients", "slowc", {"consumer_byte_rate": QUOTA})
     throttles = Throttles()
     consumer = Consumer(
@@ -172,7 +176,7 @@ def test_consumer_over_its_quota_is_held_to_it(broker, zk):
     received: list[float] = []
     deadline = time.monotonic() + 90
     try:
-        while len(received) < 2 * 1024 * 1024 // RECORD and time.monotonic() < deadline:
+        while len(received) < THROTTLED // RECORD and time.monotonic() < deadline:
             for msg in consumer.consume(100, timeout=0.5):
                 if msg.error():
                     raise KafkaException(msg.error())
@@ -181,7 +185,7 @@ def test_consumer_over_its_quota_is_held_to_it(broker, zk):
     finally:
         consumer.close()
         _set_quota(broker, zk, "clients", "slowc", {})
-    assert len(received) == 2 * 1024 * 1024 // RECORD
+    assert len(received) == THROTTLED // RECORD
     rate = _rate_after(received, BURST)
     print(f"consumer slowc: {rate:,.0f} B/s after the burst, quota {QUOTA:,} B/s")
     assert rate < 1.5 * QUOTA and throttles.max_ms > 0

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from scramp import ScramClient
 
@@ -23,6 +22,7 @@ from tests.security_helpers import (
     delete_scram_user,
     first_error,
     jaas,
+    logs_in,
     round_trip,
     sasl_listener_cluster,
     set_scram_user,
@@ -178,18 +178,14 @@ def test_scram_user_changes_apply_at_once(sasl_cluster):
     user = "dave"
 
     def can_log_in(password: str) -> bool:
-        admin = AdminClient(_conf(sasl_cluster, "SCRAM-SHA-512", user, password))
-        try:
-            admin.list_topics(timeout=8)
-            return True
-        except KafkaException:
-            return False
+        return logs_in(_conf(sasl_cluster, "SCRAM-SHA-512", user, password))
 
     def eventually(check, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if check():
                 return True
+            time.sleep(0.2)
         return False
 
     assert not can_log_in("first")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -211,10 +212,25 @@ def client_config(
     return conf
 
 
+class AuthFailures(list):
+    """An ``error_cb`` keeping librdkafka's authentication failures: librdkafka retries a
+    refused login until the request's timeout, where Kafka's tools fail at once."""
+
+    def __call__(self, err) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._AUTHENTICATION:
+            self.append(err)
+
+
 def admin_client(args: argparse.Namespace):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(args.bootstrap_server, config_file=args.command_config))
+    failures = AuthFailures()
+    conf = client_config(args.bootstrap_server, config_file=args.command_config)
+    admin = AdminClient({**conf, "error_cb": failures})
+    admin.auth_failures = failures
+    return admin
 
 
 def result(future, timeout: float = DEFAULT_TIMEOUT_S):
@@ -229,12 +245,26 @@ def result(future, timeout: float = DEFAULT_TIMEOUT_S):
         ) from None
 
 
+_RETRIED = ("_TIMED_OUT", "_TRANSPORT")  # no broker answered yet: asked again until the timeout
+
+
 def cluster_topics(admin, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
     """Metadata for all topics (name -> TopicMetadata); fails clearly if unreachable."""
     from confluent_kafka import KafkaException
 
+    deadline = time.monotonic() + timeout
     try:
-        return admin.list_topics(timeout=timeout).topics
+        while True:  # in slices of a second, to stop at a refused login
+            left = deadline - time.monotonic()
+            try:
+                return admin.list_topics(timeout=max(0.1, min(1.0, left))).topics
+            except KafkaException as exc:
+                admin.poll(0)  # serves error_cb
+                failures = getattr(admin, "auth_failures", None)
+                if failures:
+                    raise CliError("SASL_AUTHENTICATION_FAILED", failures[0].str()) from None
+                if kafka_error_name(exc) not in _RETRIED or left <= 1.0:
+                    raise
     except KafkaException as exc:
         raise CliError(
             kafka_error_name(exc) or "NETWORK_EXCEPTION",

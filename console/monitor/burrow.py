@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 
 WINDOW = 10  # Burrow's default intervals
-MIN_SPAN_S = 30.0  # a window shorter than this does not prove a consumer stopped
+MIN_SPAN_S = 30.0  # a window shorter than this does not prove a consumer stopped (default)
 RATE_WINDOW_S = 60.0  # consume rates are over the last minute, ending now
 ERROR_STATES = {"STOP", "STALL", "REWIND"}
 
@@ -60,7 +60,9 @@ class PartitionWindow:
         return None if span <= 0 else max(0.0, (self.commits[-1].offset - base.offset) / span)
 
 
-def partition_status(commits, now: float, lag_now: int, has_members: bool) -> str:
+def partition_status(
+    commits, now: float, lag_now: int, has_members: bool, min_span_s: float = MIN_SPAN_S
+) -> str:
     commits = list(commits)
     if not commits:
         return "OK" if lag_now == 0 else "STOP"
@@ -69,7 +71,7 @@ def partition_status(commits, now: float, lag_now: int, has_members: bool) -> st
     if lag_now == 0:
         return "OK"
     last = commits[-1]
-    span = max(last.ts - commits[0].ts, MIN_SPAN_S)
+    span = max(last.ts - commits[0].ts, min_span_s)
     if now - last.ts > span:
         return "STALL" if has_members else "STOP"
     if any(c.lag == 0 for c in commits):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from collections import deque
 
+from django.conf import settings
+
 from cluster_client import admin, records, state
 from cluster_client.errors import OpError
 from console import fmt
@@ -214,7 +216,9 @@ class GroupSampler:
             lag = max(0, end - offset)
             window = windows.setdefault(part, burrow.PartitionWindow())
             window.observe(now, offset, lag)
-            st = burrow.partition_status(window.commits, now, lag, bool(members))
+            st = burrow.partition_status(
+                window.commits, now, lag, bool(members), settings.QUILL_LAG_MIN_SPAN_S
+            )
             statuses.append(st)
             rate = window.consume_rate(now)
             eta = burrow.catch_up_s(lag, rate, self._produce_rate(part))
