@@ -38,22 +38,25 @@ export QUILL_BASE_IMAGE="${QUILL_BASE_IMAGE:-$(scripts/base-image.sh)}"
 export QUILL_DOCKER_GID="${QUILL_DOCKER_GID:-$(stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)}"
 
 wait_healthy() {
-    local deadline=$((SECONDS + ${QUILL_COMPOSE_TIMEOUT:-300})) ids id state waiting
+    local deadline=$((SECONDS + ${QUILL_COMPOSE_TIMEOUT:-300})) ids="" state waiting
     while :; do
         waiting=()
-        ids=$(compose ps -q)
-        for id in $ids; do
-            state=$(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}} {{.State.ExitCode}}' "$id")
-            # a one-shot (the secure profile's secure-init) is done when it exited 0
-            case "$state" in *" running healthy "*) ;; *" exited healthy 0") ;; *) waiting+=("${state#/}") ;; esac
-        done
-        [ -n "$ids" ] && [ ${#waiting[@]} -eq 0 ] && return 0
+        # the containers `up -d` made (a restart keeps a container's id): asked once, as
+        # docker-compose starts a Python interpreter; one docker inspect a round for all
+        [ -n "$ids" ] || ids=$(compose ps -q)
+        if [ -n "$ids" ]; then
+            while read -r state; do
+                # a one-shot (the secure profile's secure-init) is done when it exited 0
+                case "$state" in *" running healthy "*) ;; *" exited healthy 0") ;; *) waiting+=("${state#/}") ;; esac
+            done < <(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}} {{.State.ExitCode}}' $ids)
+            [ ${#waiting[@]} -eq 0 ] && return 0
+        fi
         if ((SECONDS > deadline)); then
             say "not healthy after ${QUILL_COMPOSE_TIMEOUT:-300} s: ${waiting[*]}"
             compose ps >&2
             return 1
         fi
-        sleep 2
+        sleep 1
     done
 }
 

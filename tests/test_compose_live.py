@@ -96,11 +96,31 @@ class Stack:
         return _run(["docker-compose", *args], env=self.env, timeout=timeout, check=check)
 
     def container(self, service: str) -> str:
-        return self.compose("ps", "-q", service).stdout.strip()
+        """The service's container, by the labels docker-compose gives it (what `compose
+        ps -q SERVICE` prints): the docker CLI answers in milliseconds where a
+        docker-compose command starts a Python interpreter, and the waits below ask often."""
+        labels = {
+            "com.docker.compose.project": self.project,
+            "com.docker.compose.service": service,
+            "com.docker.compose.oneoff": "False",
+        }
+        filters = [a for k, v in labels.items() for a in ("--filter", f"label={k}={v}")]
+        ids = _run(["docker", "ps", "-aq", "--no-trunc", *filters]).stdout.split()
+        assert len(ids) == 1, f"{service}: containers {ids}"
+        return ids[0]
 
     def inspect(self, service: str) -> dict:
         out = _run(["docker", "inspect", self.container(service)]).stdout
         return json.loads(out)[0]
+
+    def exec(self, service: str, *argv: str, check: bool = True):
+        """`docker-compose exec -T SERVICE ...`, through the docker CLI."""
+        return _run(["docker", "exec", self.container(service), *argv], check=check)
+
+    def logs(self, service: str) -> str:
+        """The service's output (`docker-compose logs SERVICE`): stdout, then stderr."""
+        out = _run(["docker", "logs", self.container(service)])
+        return out.stdout + out.stderr
 
     def healthy(self, service: str) -> bool:
         state = self.inspect(service)["State"]
@@ -174,7 +194,7 @@ def _all_records_back(s: Stack) -> bool:
 
 
 def _admin_password(s: Stack) -> tuple[str, str]:
-    logs = s.compose("logs", "--no-color", "console").stdout
+    logs = s.logs("console")
     found = re.search(r"first admin login.*?username: (\S+).*?password: (\S+)", logs, re.S)
     assert found, f"no first admin login in the console's log:\n{logs[-2000:]}"
     return found.group(1), found.group(2)
@@ -198,7 +218,7 @@ def _login(s: Stack, username: str, password: str) -> str:
 
 def _audit_count(s: Stack) -> int:
     code = "from console.models import AuditEntry; print(AuditEntry.objects.filter(action='compose.test').count())"
-    out = s.compose("exec", "-T", "console", "python", "manage.py", "shell", "-c", code).stdout
+    out = s.exec("console", "python", "manage.py", "shell", "-c", code).stdout
     return int(out.strip().splitlines()[-1])
 
 
@@ -240,7 +260,7 @@ def test_console_login_page_and_first_admin_login(stack):
         "from console.audit import record; "
         "record(None, 'cli', 'compose.test', 'volume:console-state')"
     )
-    stack.compose("exec", "-T", "console", "python", "manage.py", "shell", "-c", code)
+    stack.exec("console", "python", "manage.py", "shell", "-c", code)
     assert _audit_count(stack) == 1
 
 
@@ -258,15 +278,15 @@ def test_a_killed_broker_container_comes_back(stack):
 def _serving_mode(s: Stack, service: str) -> str:
     """ZooKeeper's own word (srvr) on whether `service` serves: leader or follower."""
     probe = "exec 3<>/dev/tcp/127.0.0.1/2181 && printf srvr >&3 && cat <&3"
-    out = s.compose("exec", "-T", service, "bash", "-c", probe, check=False).stdout
+    out = s.exec(service, "bash", "-c", probe, check=False).stdout
     found = re.search(r"Mode: (\w+)", out)
     return found.group(1) if found else ""
 
 
 def test_the_stack_keeps_working_with_one_zookeeper_stopped(stack, tmp_path):
-    modes = sorted(_serving_mode(stack, f"zookeeper-{n}") for n in (1, 2, 3))
-    assert modes == ["follower", "follower", "leader"], modes
-    leader = next(n for n in (1, 2, 3) if _serving_mode(stack, f"zookeeper-{n}") == "leader")
+    modes = {n: _serving_mode(stack, f"zookeeper-{n}") for n in (1, 2, 3)}
+    assert sorted(modes.values()) == ["follower", "follower", "leader"], modes
+    leader = next(n for n, mode in modes.items() if mode == "leader")
     stack.compose("stop", f"zookeeper-{leader}")  # the leader: the others elect anew
     try:
         # a new topic needs ZooKeeper writes (the controller's) and its leaders elected
@@ -310,7 +330,7 @@ def test_down_then_up_keeps_the_data_and_down_v_deletes_it(stack):
         assert sum(tp.offset for tp in committed) == RECORDS
     finally:
         consumer.close()
-    assert "admin login exists" in stack.compose("logs", "--no-color", "console").stdout
+    assert "admin login exists" in stack.logs("console")
     assert _login(stack, username, password) != "/accounts/login/"
     assert _audit_count(stack) == 1
     stack.compose("down", "-v", timeout=300)

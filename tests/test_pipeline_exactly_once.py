@@ -27,6 +27,7 @@ from pipeline import exactly_once as eo  # noqa: E402
 from pipeline.options import parse_sink_options  # noqa: E402
 from pipeline.producer import SinkColumns, close_shared  # noqa: E402
 from pipeline.record_ids import RecordIds  # noqa: E402
+from pipeline.spark_daemon import prefer_installed_pyspark  # noqa: E402
 from tests.pipeline_helpers import (  # noqa: E402
     consume_all,
     create_topic,
@@ -330,6 +331,24 @@ def test_a_task_that_fails_mid_write_is_retried_without_repeats(spark, bootstrap
 # more than are in flight when the kill lands, at half the suite time.
 KILL_RECORDS = 40_000
 KILL_BATCH = KILL_RECORDS // 2
+# Each case starts a job three times, and a start is mostly JVM and Python start-up:
+# the driver's JVM with the client compiler only and one GC thread (as tests/conftest.py
+# runs ZooKeeper's), the tasks' Python workers importing pyspark from its cached
+# bytecode (pipeline.spark_daemon) rather than compiling Spark's pyspark.zip again.
+FAST_START = (
+    "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.python.daemon.module=pipeline.spark_daemon",
+)
+
+
+def test_the_spark_daemon_puts_sparks_zips_last():
+    path = ["/x/pyspark/python/lib/pyspark.zip", "/w", "/x/py4j-0.10.9.9-src.zip", "/site"]
+    assert prefer_installed_pyspark(path) == [
+        "/w",
+        "/site",
+        "/x/pyspark/python/lib/pyspark.zip",
+        "/x/py4j-0.10.9.9-src.zip",
+    ]
 
 
 def start_job(module, bootstrap, src, dst, checkpoint, log_path):
@@ -354,6 +373,7 @@ def start_job(module, bootstrap, src, dst, checkpoint, log_path):
         "--available-now",
         "--conf",
         "spark.ui.enabled=false",
+        *(arg for conf in FAST_START for arg in ("--conf", conf)),
     ]
     log = open(log_path, "ab")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -13,6 +13,9 @@ from django.core.management.base import BaseCommand
 
 class Command(BaseCommand):
     help = "Create the first admin login (once) and print its password."
+    # as Django's createsuperuser: the containers run it right after migrate, which ran
+    # the system checks (importing every URLconf and view again cost seconds per start)
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument(

@@ -6,6 +6,7 @@ second. Deltas go to the channel layer (Redis), history to Redis."""
 
 import asyncio
 import logging
+import signal
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -50,6 +51,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"{name}: monitor sampled {age:.1f} s ago")
             return
         logging.getLogger("kazoo").setLevel(logging.WARNING)
+        # SIGTERM (docker stop, the supervisor) stops it as Ctrl-C does. As a container's
+        # PID 1 it would have no default action: the engine waited 10 s, then SIGKILL.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         monitors = [Monitor(interval=interval, cluster=name) for name in clusters.names()]
         try:
             asyncio.run(_run_all(monitors, samples))
