@@ -15,7 +15,7 @@ from broker.zk.security import credentials_from_env
 from cluster_client.client_security import librdkafka_config
 from cluster_client.clusters import clusters_from_env
 from console.channel_layer import channel_layers
-from console.env import env, env_bool, env_list
+from console.env import env, env_bool, env_list, env_seconds
 from quill_stack.redis_auth import redis_url_from_env
 from quill_stack.state import private_dir, private_file
 
@@ -77,9 +77,9 @@ QUILL_SCHEMA_REGISTRY_TIMEOUT_S = float(env("QUILL_SCHEMA_REGISTRY_TIMEOUT_S", "
 # alert rules every QUILL_ALERT_EVALUATE_S and scans for orphaned operations every
 # QUILL_ORPHAN_SCAN_S; the monitor calls a lagging partition with no new commit STOP
 # (or STALL) only after QUILL_LAG_MIN_SPAN_S at least (console.monitor.burrow).
-QUILL_ALERT_EVALUATE_S = float(env("QUILL_ALERT_EVALUATE_S", "10"))
-QUILL_ORPHAN_SCAN_S = float(env("QUILL_ORPHAN_SCAN_S", "15"))
-QUILL_LAG_MIN_SPAN_S = float(env("QUILL_LAG_MIN_SPAN_S", "30"))
+QUILL_ALERT_EVALUATE_S = env_seconds("QUILL_ALERT_EVALUATE_S", 10.0)
+QUILL_ORPHAN_SCAN_S = env_seconds("QUILL_ORPHAN_SCAN_S", 15.0)
+QUILL_LAG_MIN_SPAN_S = env_seconds("QUILL_LAG_MIN_SPAN_S", 30.0)
 
 # Broker N serves Prometheus metrics on this port + N - 1 (quill-stack's rule; 0: none);
 # QUILL_METRICS_PORTS ({broker id: port}) overrides it per broker.

@@ -203,3 +203,40 @@ def test_slow_offsets_are_spread_over_rounds_and_carried_between_them():
     assert all(s["start"][p] == 7 and s["size"][(2, p)] == 100 for p in others)
     assert len(s["start"]) == len(others) + 1
     assert sampler._slow_slice({("small", 0): [1]}) is None  # small clusters: all, always
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "abc", "nan", "inf", "1e999"])
+def test_timing_settings_refuse_what_is_not_a_positive_number_of_seconds(monkeypatch, raw):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from console.env import env_seconds
+
+    monkeypatch.setenv("QUILL_ALERT_EVALUATE_S", raw)
+    with pytest.raises(ImproperlyConfigured, match="QUILL_ALERT_EVALUATE_S must be a number"):
+        env_seconds("QUILL_ALERT_EVALUATE_S", 10.0)
+
+
+def test_timing_settings_default_and_read(monkeypatch):
+    from console.env import env_seconds
+
+    monkeypatch.delenv("QUILL_ORPHAN_SCAN_S", raising=False)
+    assert env_seconds("QUILL_ORPHAN_SCAN_S", 15.0) == 15.0
+    monkeypatch.setenv("QUILL_ORPHAN_SCAN_S", " 2.5 ")
+    assert env_seconds("QUILL_ORPHAN_SCAN_S", 15.0) == 2.5
+
+
+def test_the_console_refuses_to_start_with_a_zero_lag_span():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "QUILL_LAG_MIN_SPAN_S": "0", "DJANGO_SETTINGS_MODULE": "console.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "QUILL_LAG_MIN_SPAN_S must be a number of seconds above 0, got '0'" in done.stderr
