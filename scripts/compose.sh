@@ -38,18 +38,24 @@ export QUILL_BASE_IMAGE="${QUILL_BASE_IMAGE:-$(scripts/base-image.sh)}"
 export QUILL_DOCKER_GID="${QUILL_DOCKER_GID:-$(stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)}"
 
 wait_healthy() {
-    local deadline=$((SECONDS + ${QUILL_COMPOSE_TIMEOUT:-300})) ids="" state waiting
+    local deadline=$((SECONDS + ${QUILL_COMPOSE_TIMEOUT:-300})) ids="" out="" state waiting
     while :; do
         waiting=()
         # the containers `up -d` made (a restart keeps a container's id): asked once, as
         # docker-compose starts a Python interpreter; one docker inspect a round for all
         [ -n "$ids" ] || ids=$(compose ps -q)
-        if [ -n "$ids" ]; then
+        # every container answers, or the round counts as not healthy: an engine that
+        # errs or a container gone meanwhile (a concurrent down) must not read as healthy
+        if [ -n "$ids" ] && out=$(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}} {{.State.ExitCode}}' $ids 2>/dev/null) \
+            && [ "$(wc -l <<<"$out")" -eq "$(wc -w <<<"$ids")" ]; then
             while read -r state; do
                 # a one-shot (the secure profile's secure-init) is done when it exited 0
                 case "$state" in *" running healthy "*) ;; *" exited healthy 0") ;; *) waiting+=("${state#/}") ;; esac
-            done < <(docker inspect -f '{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}healthy{{end}} {{.State.ExitCode}}' $ids)
+            done <<<"$out"
             [ ${#waiting[@]} -eq 0 ] && return 0
+        elif [ -n "$ids" ]; then
+            waiting=("containers changed meanwhile (docker inspect did not answer for each)")
+            ids=""  # asked again next round
         fi
         if ((SECONDS > deadline)); then
             say "not healthy after ${QUILL_COMPOSE_TIMEOUT:-300} s: ${waiting[*]}"
