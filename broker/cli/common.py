@@ -246,6 +246,9 @@ def result(future, timeout: float = DEFAULT_TIMEOUT_S):
 
 
 _RETRIED = ("_TIMED_OUT", "_TRANSPORT")  # no broker answered yet: asked again until the timeout
+# a login refused for this long ends the command: a broker that is starting may refuse a
+# first SCRAM login before its credentials are loaded, an OIDC provider may fail once
+REFUSED_FOR_S = 5.0
 
 
 def cluster_topics(admin, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
@@ -253,18 +256,28 @@ def cluster_topics(admin, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + timeout
+    failures = getattr(admin, "auth_failures", [])
+    seen, refused_since, slice_s = len(failures), None, 1.0
     try:
-        while True:  # in slices of a second, to stop at a refused login
+        # in growing slices (an answer that comes after its slice is dropped), to stop at a
+        # refused login instead of waiting out the timeout
+        while True:
             left = deadline - time.monotonic()
             try:
-                return admin.list_topics(timeout=max(0.1, min(1.0, left))).topics
+                return admin.list_topics(timeout=max(0.1, min(slice_s, left))).topics
             except KafkaException as exc:
                 admin.poll(0)  # serves error_cb
-                failures = getattr(admin, "auth_failures", None)
-                if failures:
-                    raise CliError("SASL_AUTHENTICATION_FAILED", failures[0].str()) from None
-                if kafka_error_name(exc) not in _RETRIED or left <= 1.0:
+                now = time.monotonic()
+                if len(failures) > seen:  # refused during this call
+                    seen = len(failures)
+                    refused_since = refused_since or now
+                if refused_since is not None and (
+                    now - refused_since >= REFUSED_FOR_S or left <= slice_s
+                ):
+                    raise CliError("SASL_AUTHENTICATION_FAILED", failures[-1].str()) from None
+                if kafka_error_name(exc) not in _RETRIED or left <= slice_s:
                     raise
+                slice_s = min(slice_s * 2, 8.0)
     except KafkaException as exc:
         raise CliError(
             kafka_error_name(exc) or "NETWORK_EXCEPTION",

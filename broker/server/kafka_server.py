@@ -312,6 +312,11 @@ class KafkaServer:
         )
         self.txn_coordinator.startup()
         self.replicas.on_leadership_change(self.txn_coordinator.on_leadership_change)
+        # quotas and SCRAM credentials loaded before any listener opens: a client's first
+        # login to a starting broker must not be refused for credentials not read yet
+        await asyncio.to_thread(
+            QuotaConfigSync(self.zk, self.quotas, loop, self.credential_cache).start
+        )
         bound_ports = {}
         for endpoint in cfg.endpoints.bind:
             bound = await self.sockets.listen(
@@ -321,14 +326,10 @@ class KafkaServer:
             bound_ports[endpoint.name] = bound
             log.info("listening on %s://%s:%d", endpoint.name, endpoint.host, bound)
         registered = cfg.endpoints.registered(bound_ports)
-        loop = asyncio.get_running_loop()
         self.cluster_sync = ClusterSync(
             self.zk, self.cache, self.replicas, loop, self.on_topic_config, self.on_broker_config
         )
         await asyncio.to_thread(self.cluster_sync.start)
-        await asyncio.to_thread(
-            QuotaConfigSync(self.zk, self.quotas, loop, self.credential_cache).start
-        )
         await asyncio.to_thread(CompactionRequests(self.zk, self.logs, cfg.broker_id, loop).start)
         await self._start_metrics(parse_listener(cfg.listeners[0])[1])
         self.controller = Controller(
