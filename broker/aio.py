@@ -29,7 +29,11 @@ def _resolve(fut: asyncio.Future) -> None:
 
 
 class Deadlines:
-    """Futures waited on with a timeout each, on one timer of their loop."""
+    """Futures waited on with a timeout each, on one timer of their loop.
+
+    One loop at a time, from that loop's thread: a future of a new loop moves the timer
+    there (the old loop ended, as between tests); two loops running at once must each
+    have their own ``Deadlines``."""
 
     def __init__(self) -> None:
         self._due: dict[asyncio.Future, tuple[float, bool]] = {}  # future -> (deadline, quiet)
@@ -59,8 +63,11 @@ class Deadlines:
 
     def _fire(self) -> None:
         """The earliest deadline came: every future due ends; the timer moves on."""
-        loop, self._timer, self._timer_at = self._loop, None, math.inf
-        now = loop.time()
+        loop, fired_for = self._loop, self._timer_at
+        self._timer, self._timer_at = None, math.inf
+        # a loop may run a timer a clock tick early (uvloop's clock is in milliseconds):
+        # the deadline it was set for counts as come, or it would be set again at once
+        now = max(loop.time(), fired_for)
         due = self._due
         for fut, (deadline, quiet) in list(due.items()):
             if deadline <= now:

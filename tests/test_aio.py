@@ -88,3 +88,34 @@ def test_one_deadlines_from_a_second_loop_arms_that_loops_timer() -> None:
 
     asyncio.run(first())
     asyncio.run(second())
+
+
+def test_a_timer_run_a_clock_tick_early_ends_its_futures_without_setting_it_again():
+    """uvloop's clock is in milliseconds: it runs a timer when the deadline rounds down to
+    now. The deadline the timer was set for counts as come; before, the timer was set
+    again at once until the clock caught up (about 20 times a wait here)."""
+    import uvloop
+
+    deadlines = Deadlines()
+    arms = 0
+    arm = deadlines._arm
+
+    def counting_arm(loop, deadline):
+        nonlocal arms
+        arms += 1
+        arm(loop, deadline)
+
+    deadlines._arm = counting_arm
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        timed_out = 0
+        for n in range(50):
+            try:
+                await deadlines.wait(loop.create_future(), 0.0104 + n * 0.00001)
+            except TimeoutError:
+                timed_out += 1
+        return timed_out
+
+    assert uvloop.run(main()) == 50
+    assert arms <= 2 * 50
