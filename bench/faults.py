@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from faults import netns  # noqa: E402
 from faults.nemesis import FAULTS  # noqa: E402
 from faults.run import run_once  # noqa: E402
 
@@ -77,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default /tmp/quill-faults)",
     )
     parser.add_argument(
+        "--network",
+        type=int,
+        default=netns.DEFAULT_NETWORK,
+        help="name namespaces q<N> on 10.<N>.0.0/24, so a soak and the suite's fault tests "
+        f"(q{netns.DEFAULT_NETWORK}) can run side by side (default {netns.DEFAULT_NETWORK})",
+    )
+    parser.add_argument(
         "--table-every",
         type=int,
         default=5,
@@ -84,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         "every N runs (a soak stopped early still has one); 0: only at the end",
     )
     args = parser.parse_args(argv)
+    try:
+        netns.use_network(args.network)
+    except ValueError as exc:
+        parser.error(str(exc))
     # SIGTERM (or SIGINT in a background job) ends the soak through the runs' cleanup
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]

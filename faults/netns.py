@@ -3,7 +3,8 @@
 Every host (a broker, a ZooKeeper server, a client) is a namespace ``q77-<name>`` with
 one veth into the bridge ``q77br``, on the private subnet 10.77.0.0/24 (the bridge itself
 is 10.77.0.1, so the harness in the root namespace reaches every host). Nothing here
-ever addresses anything outside that subnet. Faults act inside a host's namespace:
+ever addresses anything outside that subnet. ``use_network(78)`` switches to ``q78`` and
+10.78.0.0/24, so two harnesses (a soak and the suite) can run side by side. Faults act inside a host's namespace:
 iptables rules for partitions, tc netem for slow and lossy links.
 
 ``Network.cleanup_stale()`` removes whatever an earlier, killed run left behind; a
@@ -17,13 +18,26 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-PREFIX = "q77"
-BRIDGE = f"{PREFIX}br"
-SUBNET = "10.77.0"
-BRIDGE_ADDRESS = f"{SUBNET}.1"
-# Docker sets FORWARD's policy to DROP with bridge netfilter on: traffic between two
-# ports of our bridge passes through FORWARD, so the bridge gets an ACCEPT of its own.
-FORWARD_RULE = ["FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT"]
+DEFAULT_NETWORK = 77
+PREFIX = BRIDGE = SUBNET = BRIDGE_ADDRESS = ""
+FORWARD_RULE: list[str] = []
+
+
+def use_network(number: int) -> None:
+    """Name everything q<number> and use 10.<number>.0.0/24 (a private subnet)."""
+    global PREFIX, BRIDGE, SUBNET, BRIDGE_ADDRESS, FORWARD_RULE
+    if not 1 <= number <= 254:
+        raise ValueError(f"network number {number} is outside 1-254")
+    PREFIX = f"q{number}"
+    BRIDGE = f"{PREFIX}br"
+    SUBNET = f"10.{number}.0"
+    BRIDGE_ADDRESS = f"{SUBNET}.1"
+    # Docker sets FORWARD's policy to DROP with bridge netfilter on: traffic between two
+    # ports of our bridge passes through FORWARD, so the bridge gets an ACCEPT of its own.
+    FORWARD_RULE = ["FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT"]
+
+
+use_network(DEFAULT_NETWORK)
 TOOLS = ("ip", "iptables", "tc")
 
 
@@ -106,7 +120,7 @@ class Network:
 
 
 def cleanup_stale() -> None:
-    """Remove every q77 namespace, veth, the bridge and the FORWARD rule, if present."""
+    """Remove every namespace and veth of this network, its bridge and FORWARD rule."""
     names = run("ip", "netns", "list", check=False).stdout.split("\n")
     for line in names:
         name = line.split(" ")[0]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 
-from faults import checker
+import pytest
+
+from faults import checker, netns
 
 
 def _acked(value: str, p: int, o: int, t: float = 0.0) -> dict:
@@ -131,3 +133,20 @@ def test_acknowledgement_without_an_offset_is_checked_where_it_was_read():
     elsewhere = [_read("w1-0", 0, 0), _read("w1-1", 1, 0), _read("w1-2", 0, 2)]
     assert checker.check_log(produced, [], elsewhere).misplaced
     assert checker.check_log(produced, [], read[::2]).lost == ["w1-1"]
+
+
+def test_a_second_network_names_its_own_hosts_and_subnet():
+    """A soak on network 78 must touch nothing of the suite's network 77: other namespace
+    and veth names, another bridge, another subnet, and only numbers a subnet can take."""
+    try:
+        netns.use_network(78)
+        host = netns.Host("b1", f"{netns.SUBNET}.10")
+        assert (host.netns, host.veth, netns.BRIDGE) == ("q78-b1", "q78vb1", "q78br")
+        assert (host.address, netns.BRIDGE_ADDRESS) == ("10.78.0.10", "10.78.0.1")
+        assert netns.FORWARD_RULE[2] == netns.FORWARD_RULE[4] == "q78br"
+        for bad in (0, 255):
+            with pytest.raises(ValueError, match="outside 1-254"):
+                netns.use_network(bad)
+    finally:
+        netns.use_network(netns.DEFAULT_NETWORK)
+    assert netns.Host("b1", "").netns == "q77-b1"
