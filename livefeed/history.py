@@ -10,11 +10,11 @@ import redis
 from django.conf import settings
 
 from cluster_client import clusters, redact
+from livefeed.keys import HEARTBEAT, cluster_key
 
 EVENTS = "quill:events"
 EVENTS_KEEP = 5000
 LAG_KEEP = 3600  # one hour of 1 s samples
-HEARTBEAT = "quill:monitor:heartbeat"
 TOPIC_RATES = "quill:topic-rates"
 
 # Every kind of event the monitor records (the events page filters by these).
@@ -34,10 +34,8 @@ EVENT_KINDS = (
 
 
 def key(base: str) -> str:
-    """The Redis key of `base` for the current cluster: `base` itself for the cluster
-    "default" (the keys a single-cluster console always used), quill:c:<name>:... else."""
-    name = clusters.current_name()
-    return base if name == clusters.DEFAULT else f"quill:c:{name}:{base.removeprefix('quill:')}"
+    """The Redis key of `base` for the current cluster (livefeed.keys.cluster_key)."""
+    return cluster_key(clusters.current_name(), base)
 
 
 _client: redis.Redis | None = None

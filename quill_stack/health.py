@@ -10,15 +10,18 @@ import argparse
 import functools
 import json
 import logging
+import os
 import socket
 import ssl
 import struct
 import sys
+import time
 from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from pathlib import Path
 
 from broker.protocol.framing import encode_frame
-from quill_stack.redis_auth import password_from_env, with_password
+from livefeed.keys import DEFAULT_CLUSTER, HEARTBEAT, cluster_key
+from quill_stack.redis_auth import password_from_env, redis_url_from_env, with_password
 
 Health = tuple[bool, str]
 
@@ -220,15 +223,51 @@ def celery_worker(redis_url: str, node_name: str, timeout: float = 2.0) -> Healt
     return False, f"no ping reply from {node_name}"
 
 
+def cluster_names(environ=None) -> list[str]:
+    """The console's clusters: QUILL_CLUSTERS's names, or the one cluster "default"."""
+    environ = os.environ if environ is None else environ
+    if not environ.get("QUILL_CLUSTERS", "").strip():
+        return [DEFAULT_CLUSTER]
+    from cluster_client.clusters import clusters_from_env  # only a multi-cluster console
+
+    return list(clusters_from_env(environ))
+
+
+def monitor(redis_url: str, names: list[str], max_age: float = 10.0) -> Health:
+    """Every cluster's monitor sampled in the last `max_age` seconds: its heartbeat in
+    Redis. No Django: as a healthcheck this runs every few seconds for the stack's life."""
+    import redis as redis_py
+
+    try:
+        client = redis_py.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3)
+        stamps = client.mget([cluster_key(name, HEARTBEAT) for name in names])
+    except (redis_py.RedisError, OSError) as exc:
+        return False, f"reading the monitor's heartbeat: {exc}"
+    now, lines, ok = time.time(), [], True
+    for name, raw in zip(names, stamps, strict=True):
+        age = None if raw is None else max(0.0, now - float(raw))
+        if age is None or age > max_age:
+            ok = False
+            last = "never" if age is None else f"{age:.1f} s ago"
+            lines.append(f"{name}: no monitor sample in the last {max_age:g} s (last: {last})")
+        else:
+            lines.append(f"{name}: monitor sampled {age:.1f} s ago")
+    return ok, "; ".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m quill_stack.health KIND ...`: exit 0 when healthy (compose healthchecks)."""
     parser = argparse.ArgumentParser(prog="python -m quill_stack.health")
-    parser.add_argument("kind", choices=["zookeeper", "redis", "broker", "http", "worker"])
+    parser.add_argument(
+        "kind", choices=["zookeeper", "redis", "broker", "http", "worker", "monitor"]
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int)
     parser.add_argument("--broker-id", type=int)
     parser.add_argument("--zookeeper", help="zookeeper.connect, for kind=broker")
-    parser.add_argument("--redis-url", help="for kind=worker")
+    parser.add_argument(
+        "--redis-url", help="for kind=worker and monitor (monitor: default QUILL_REDIS_URL)"
+    )
     parser.add_argument(
         "--ssl-ca", help="kind=broker or http on a TLS listener: the CA to verify it"
     )
@@ -244,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     elif args.kind == "http":
         ok, detail = http_ok(args.host, args.port or 8000, ca=args.ssl_ca)
+    elif args.kind == "monitor":  # every cluster of QUILL_CLUSTERS, or "default"
+        url = with_password(args.redis_url, password_from_env()) if args.redis_url else None
+        try:
+            names = cluster_names()
+        except Exception as exc:  # ImproperlyConfigured: a QUILL_CLUSTERS the console refuses
+            names, ok, detail = [], False, f"QUILL_CLUSTERS: {exc}"
+        if names:
+            ok, detail = monitor(url or redis_url_from_env(), names)
     else:
         ok, detail = celery_worker(with_password(args.redis_url, password_from_env()), args.node)
     print(json.dumps({"healthy": ok, "detail": detail}))

@@ -5,14 +5,22 @@ layer the console uses work with the password read from a 0600 file."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 import redis as redis_py
 from channels_redis.core import RedisChannelLayer
 
+from cluster_client import clusters
 from console.channel_layer import channel_layers
+from livefeed import keys
 from quill_stack import health, ports, services
 from quill_stack.process import ManagedProcess
 from quill_stack.redis_auth import redis_url_from_env, with_password
@@ -99,3 +107,69 @@ async def test_the_channel_layer_works_with_the_password_only(locked_redis):
     with pytest.raises(redis_py.exceptions.AuthenticationError):
         await forger.group_send("live.test", {"type": "live.delta", "forged": True})
     await forger.close_pools()
+
+
+def _monitor_probe(locked_redis, **env) -> tuple[int, dict]:
+    """`python -m quill_stack.health monitor` as compose's healthcheck runs it."""
+    environ = {
+        **os.environ,
+        "QUILL_REDIS_URL": locked_redis["url"],
+        "QUILL_REDIS_PASSWORD_FILE": str(locked_redis["secret"]),
+        **env,
+    }
+    environ.pop("QUILL_REDIS_PASSWORD", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "quill_stack.health", "monitor"],
+        env=environ, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_the_monitor_probe_reads_every_clusters_heartbeat_without_django(locked_redis):
+    client = redis_py.Redis.from_url(with_password(locked_redis["url"], PASSWORD))
+    assert keys.DEFAULT_CLUSTER == clusters.DEFAULT
+    east, west = keys.cluster_key("east", keys.HEARTBEAT), keys.cluster_key("west", keys.HEARTBEAT)
+    assert (keys.cluster_key("default", keys.HEARTBEAT), east) == (
+        "quill:monitor:heartbeat",
+        "quill:c:east:monitor:heartbeat",
+    )
+    client.delete(keys.HEARTBEAT, east, west)
+    assert _monitor_probe(locked_redis) == (
+        1,
+        {"healthy": False, "detail": "default: no monitor sample in the last 10 s (last: never)"},
+    )
+    client.set(keys.HEARTBEAT, time.time() - 60)
+    code, reply = _monitor_probe(locked_redis)
+    assert code == 1 and reply["detail"].startswith("default: no monitor sample in the last 10 s")
+    assert reply["detail"].endswith(" s ago)")
+    # later than now, as a loaded machine may start the probe many seconds late
+    client.set(keys.HEARTBEAT, time.time() + 600)
+    assert _monitor_probe(locked_redis) == (
+        0,
+        {"healthy": True, "detail": "default: monitor sampled 0.0 s ago"},
+    )
+    two = json.dumps([
+        {"name": n, "bootstrap.servers": "127.0.0.1:9092", "zookeeper.connect": "127.0.0.1:2181"}
+        for n in ("east", "west")
+    ])  # fmt: skip
+    client.set(east, time.time() + 600)
+    code, reply = _monitor_probe(locked_redis, QUILL_CLUSTERS=two)
+    assert code == 1 and reply["detail"].startswith("east: monitor sampled 0.0 s ago; west: no ")
+    client.set(west, time.time() + 600)
+    assert _monitor_probe(locked_redis, QUILL_CLUSTERS=two)[0] == 0
+    # `manage.py monitor --check` says the same through Django's settings
+    check = subprocess.run(
+        [sys.executable, "manage.py", "monitor", "--check", "--skip-checks"],
+        env={**os.environ, "QUILL_REDIS_URL": with_password(locked_redis["url"], PASSWORD),
+             "QUILL_CLUSTERS": two},
+        capture_output=True, text=True, timeout=120, check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith("east: monitor sampled 0.0 s ago; west: monitor sampled")
+    code, reply = _monitor_probe(locked_redis, QUILL_CLUSTERS='{"east": 1}')
+    assert code == 1 and reply["detail"].startswith("QUILL_CLUSTERS: ")
+    # the password is what lets it in: without it, Redis refuses and the probe says so
+    code, reply = _monitor_probe(locked_redis, QUILL_REDIS_PASSWORD_FILE="")
+    assert code == 1 and "reading the monitor's heartbeat" in reply["detail"]
+    client.close()

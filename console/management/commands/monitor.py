@@ -40,15 +40,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, interval: float, samples: int | None, check: bool, **options):
-        if check:
-            from livefeed import history
+        if check:  # compose probes `python -m quill_stack.health monitor`: no Django
+            from django.conf import settings
 
-            for name in clusters.names():
-                with clusters.activate(name):
-                    age = history.monitor_age()
-                if age is None or age > 10:
-                    raise CommandError(f"{name}: no monitor sample in Redis (last: {age} s ago)")
-                self.stdout.write(f"{name}: monitor sampled {age:.1f} s ago")
+            from quill_stack import health
+
+            ok, detail = health.monitor(settings.QUILL_REDIS_URL, clusters.names())
+            if not ok:
+                raise CommandError(detail)
+            self.stdout.write(detail)
             return
         logging.getLogger("kazoo").setLevel(logging.WARNING)
         # SIGTERM (docker stop, the supervisor) stops it as Ctrl-C does. As a container's
