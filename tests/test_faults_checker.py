@@ -150,3 +150,32 @@ def test_a_second_network_names_its_own_hosts_and_subnet():
     finally:
         netns.use_network(netns.DEFAULT_NETWORK)
     assert netns.Host("b1", "").netns == "q77-b1"
+
+
+def test_soak_logs_run_side_by_side_add_up_to_one_table(tmp_path):
+    """bench/faults_tables.py: runs from two logs count once each, a violation counts
+    under its column, a failed run is a run error, and a cut-off run is not a run."""
+    from bench.faults_tables import read_logs
+
+    (tmp_path / "a.log").write_text(
+        "run 1/2 seed 401: kill-leader, netem\n"
+        "  fault 1/2: kill -9 broker-2 (leader)\n"
+        "  records=100 unwritable [6.5, 0.2] resumed after heal [0.1, 0.0] (80s)\n"
+        "run 2/2 seed 402: pause-leader\n"
+        "  run failed: TimeoutError: cluster did not settle\n"
+    )
+    (tmp_path / "b.log").write_text(
+        "run 1/2 seed 451: kill-leader\n"
+        "  records=50 lost=2 e.g. ['w1-3', 'w1-4'] aborted_reads=1 e.g. [('t', 1)] "
+        "diverged=1 e.g. ['p0'] unwritable [9.5] resumed after heal [8.5] (95s)\n"
+        "run 2/2 seed 452: netem\n"
+        "  fault 1/1: 5% loss\n"
+    )
+    totals, per_kind, unwritable, resumed, seeds = read_logs(
+        [tmp_path / "a.log", tmp_path / "b.log"]
+    )
+    assert (totals["runs"], totals["errors"], totals["records"]) == (2, 1, 150)
+    assert (totals["lost"], totals["aborted reads"], totals["other violations"]) == (2, 1, 1)
+    assert per_kind == {"kill-leader": 2, "netem": 1}
+    assert unwritable["kill-leader"] == [6.5, 9.5] and resumed["kill-leader"] == [0.1, 8.5]
+    assert seeds == [401, 451]
