@@ -3,17 +3,22 @@
 A fault is `Fault(kind, start, heal)`: `start()` breaks something and returns a
 description; `heal()` puts it right (restart, SIGCONT, flush the rules). Partitions drop
 packets with iptables inside the isolated hosts' namespaces (both directions), netem
-slows and loses packets on a host's link.
+slows and loses packets on a host's link (or, on a kernel without sch_netem, NFQUEUE and
+faults.delay do).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from faults.cluster import HostCluster, Node
-from faults.netns import Host
+from faults.netns import Host, NetError
+from quill_stack.services import PROJECT_ROOT
 
 TOPIC_OF_LEADER = "faults"  # the topic whose partition-0 leader the targeted faults pick
 
@@ -36,6 +41,38 @@ def heal_network(cluster: HostCluster) -> None:
     for host in cluster.net.hosts.values():
         host.ns("iptables", "-F", check=False)
         host.ns("tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+    while DELAYERS:  # their rules are gone: nothing new is queued, what waits goes out
+        proc = DELAYERS.pop()
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+DELAYERS: list[subprocess.Popen] = []  # faults.delay processes, stopped by heal_network
+
+
+def slow_link(host: Host, delay_ms: int, loss: float, seed: int, log_dir) -> str:
+    """Delay everything leaving `host` by `delay_ms` and drop `loss` of it: tc netem,
+    or without sch_netem, an NFQUEUE rule and a faults.delay process in the host."""
+    added = host.ns("tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay",
+                    f"{delay_ms}ms", "loss", f"{loss:.0%}", check=False)  # fmt: skip
+    if added.returncode == 0:
+        return "netem"
+    argv = [*host.exec_prefix(), sys.executable, "-m", "faults.delay", "--delay-ms",
+            str(delay_ms), "--loss", str(loss), "--seed", str(seed)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "PYTHONUNBUFFERED": "1"}
+    with open(log_dir / f"delay-{host.name}.log", "w") as out:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=out, env=env, text=True,
+                                cwd=PROJECT_ROOT, start_new_session=True)  # fmt: skip
+    DELAYERS.append(proc)
+    if not proc.stdout.readline().startswith("delaying"):  # bound to its queue, or dead
+        raise NetError(f"faults.delay did not start in {host.netns} (see delay-{host.name}.log)")
+    host.ns("iptables", "-A", "OUTPUT", "-o", "eth0", "-j", "NFQUEUE", "--queue-num", "0",
+            "--queue-bypass")  # fmt: skip
+    return "nfqueue"
 
 
 def _leader(cluster: HostCluster) -> Node:
@@ -121,24 +158,17 @@ def partition(cluster: HostCluster, rng: random.Random, kind: str) -> Fault:
 
 
 def netem(cluster: HostCluster, rng: random.Random) -> Fault:
-    """50-200 ms delay and 5 % loss on every broker's and ZooKeeper's link (tc netem).
-    A kernel without netem (sch_netem) gets the loss alone, from iptables' statistic
-    match; it cannot delay packets."""
+    """50-200 ms delay (one per host) and 5 % loss on every broker's and ZooKeeper's
+    outgoing link: tc netem, or NFQUEUE and faults.delay where the kernel has no netem."""
 
     def start() -> str:
-        delays = []
-        for node in cluster.nodes:
-            delay = rng.randint(50, 200)
-            added = node.host.ns("tc", "qdisc", "add", "dev", "eth0", "root", "netem",
-                                 "delay", f"{delay}ms", "loss", "5%", check=False)  # fmt: skip
-            if added.returncode == 0:
-                delays.append(delay)
-                continue
-            node.host.ns("iptables", "-A", "OUTPUT", "-m", "statistic", "--mode", "random",
-                         "--probability", "0.05", "-j", "DROP")  # fmt: skip
-        if len(delays) == len(cluster.nodes):
-            return "netem delay 50-200ms loss 5% on every node"
-        return "5% loss on every node (iptables; no netem in this kernel, so no delay)"
+        ways = {
+            slow_link(
+                node.host, rng.randint(50, 200), 0.05, rng.randrange(1 << 30), cluster.state_dir
+            )  # fmt: skip
+            for node in cluster.nodes
+        }
+        return f"delay 50-200 ms and 5% loss on every node ({', '.join(sorted(ways))})"
 
     return Fault("netem", start, lambda: heal_network(cluster))
 

@@ -19,7 +19,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # libldap-dev, libsasl2-dev: python-ldap (the console's LDAP sign-on) is built from source;
 # slapd, ldap-utils: the sign-on tests run a real OpenLDAP server (tests/sso_helpers.py)
 # protobuf-compiler, libprotobuf-dev: the console compiles uploaded .proto schemas with protoc
-APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables libldap-dev libsasl2-dev slapd ldap-utils protobuf-compiler libprotobuf-dev)
+# libnetfilter-queue-dev: NetfilterQueue is built from source; the fault harness delays
+# packets through NFQUEUE where the kernel has no netem (faults/delay.py)
+APT_PACKAGES=(zookeeper redis-server openjdk-17-jre-headless kcat docker-compose chromium burrow openssl gcc python3-dev iproute2 iptables libldap-dev libsasl2-dev slapd ldap-utils protobuf-compiler libprotobuf-dev libnetfilter-queue-dev)
 VENV=.venv
 STAMP="$VENV/.quill-installed"
 PYTHON=${PYTHON:-python3}
