@@ -126,7 +126,8 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        transport = self._transport  # the writer's: one call, every follower round
+        return transport is not None and not transport.is_closing()
 
     async def connect(self, timeout_s: float = 5.0) -> None:
         tls = self.security.ssl_context()

@@ -29,6 +29,7 @@ from ..client.security import ClientSecurity
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetch_session_handler import FetchSessionHandler
 from .rounds import share_due
+from .throttle import UNTHROTTLED
 
 if TYPE_CHECKING:
     from .partition import Partition
@@ -307,7 +308,8 @@ class ReplicaFetcher:
         wanted: dict[TopicPartition, dict] = self.wanted
         changed: set[TopicPartition] | None = None if self.full_diff else self.dirty
         quota = self.manager.quota
-        throttled = quota is not None and quota.exceeded()
+        # no follower.replication.throttled.rate (the usual case): nothing to ask it
+        throttled = quota is not None and quota.rate < UNTHROTTLED and quota.exceeded()
         if throttled:  # rare (a replication throttle is set): compare the whole set
             wanted = {k: f for k, f in wanted.items() if not self.manager.is_throttled(*k)}
             changed = None
@@ -395,10 +397,13 @@ class ReplicaFetcher:
         if records:
             try:
                 log_.append_as_follower(records)
-                if self.manager.quota is not None and self.manager.is_throttled(
-                    part.topic, part.index
+                quota = self.manager.quota  # it records nothing without a rate
+                if (
+                    quota is not None
+                    and quota.rate < UNTHROTTLED
+                    and self.manager.is_throttled(part.topic, part.index)
                 ):
-                    self.manager.quota.record(len(records))
+                    quota.record(len(records))
             except KafkaError as exc:
                 log.error("%s-%d: follower append failed: %s", part.topic, part.index, exc.message)
                 st.needs_truncation = True
