@@ -125,12 +125,19 @@ def count(src: Path | None, seconds: float, rate: int, records: int, gap_s: floa
     }
 
 
-#: one call per event: (label, function as call_tracer names it)
+#: one call per event: (label, the functions as call_tracer names them; a tree has one
+#: of them on its path, the general or the short one)
 EVENTS = (
-    ("Produce requests", "protocol/produce_response.py:encode_produce_response"),
-    ("Fetch responses at leaders", "protocol/fetch_response.py:encode_fetch_response"),
-    ("follower fetch rounds", "replica/fetch_session_handler.py:FetchSessionHandler.build"),
-    ("reads (data_received)", "server/network.py:Connection.data_received"),
+    ("Produce requests", ("protocol/produce_response.py:encode_produce_response",)),
+    (
+        "Fetch responses at leaders",
+        (
+            "protocol/fetch_response.py:encode_fetch_response",
+            "protocol/fetch_response.py:encode_follower_fetch_response",
+        ),
+    ),
+    ("follower fetch rounds", ("replica/fetch_session_handler.py:FetchSessionHandler.build",)),
+    ("reads (data_received)", ("server/network.py:Connection.data_received",)),
 )
 
 
@@ -139,7 +146,7 @@ def events(col: dict) -> dict[str, float]:
     by_func: collections.Counter = collections.Counter()
     for _role, func, n in col["funcs"]:
         by_func[func] += n
-    return {label: by_func[func] for label, func in EVENTS}
+    return {label: sum(by_func[f] for f in funcs) for label, funcs in EVENTS}
 
 
 def table(columns: dict[str, dict]) -> None:

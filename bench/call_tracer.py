@@ -24,7 +24,8 @@ ROOTS = {
     ("server/handlers/fetch.py", "handle_fetch"): "leader serving fetch",
     ("replica/fetcher.py", "_run"): "follower fetch round",
     ("replica/fetcher.py", "_fetch_once"): "follower fetch round",
-    ("client/connection.py", "_read_loop"): "follower fetch round",
+    ("client/connection.py", "_read_loop"): "follower fetch round",  # before 24's 5th session
+    ("client/connection.py", "data_received"): "follower fetch round",  # its read side since
     ("client/connection.py", "_answer"): "follower fetch round",
     ("client/connection.py", "request"): "follower fetch round",
     ("replica/partition.py", "maybe_advance_high_watermark"): "HW advance, DelayedProduce",

@@ -17,11 +17,13 @@ import itertools
 import logging
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import is_dataclass
 from typing import Any
 
 from ..aio import Deadlines
 from ..protocol.fetch_request import FOLLOWER_FETCH_VERSION, encode_fetch_request
+from ..protocol.fetch_response import FollowerFetchAnswer, decode_follower_fetch_response
 from ..protocol.framing import SIZE, FrameDecoder, FrameSizeError
 from ..protocol.messages import (
     RequestHeader,
@@ -34,14 +36,74 @@ from .sasl import AuthenticationFailed, authenticate
 from .security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
-_READ_CHUNK = 1 << 20
 
 
 class ConnectionClosed(ConnectionError):
     pass
 
 
-__all__ = ["AuthenticationFailed", "BrokerConnection", "ConnectionClosed"]
+def follower_fetch_answer(frame: bytes) -> FollowerFetchAnswer:
+    """A Fetch v12 response for a follower: read by hand in the usual shape, else by
+    kio (which refuses what is malformed) and put in the same form."""
+    answer = decode_follower_fetch_response(frame)
+    if answer is not None:
+        return answer
+    resp = parse_response(1, FOLLOWER_FETCH_VERSION, frame)[1]
+    return FollowerFetchAnswer(
+        resp.error_code,
+        resp.session_id,
+        [
+            (
+                t.topic,
+                p.partition_index,
+                p.error_code,
+                p.high_watermark,
+                p.log_start_offset,
+                p.records,
+            )
+            for t in resp.responses
+            for p in t.partitions
+        ],
+    )
+
+
+__all__ = ["AuthenticationFailed", "BrokerConnection", "ConnectionClosed", "follower_fetch_answer"]
+
+
+class _AnswerProtocol(asyncio.streams.FlowControlMixin):
+    """The connection's read side: each frame is answered in the loop's own read
+    callback, with no reader task to wake (a follower's fetch answer comes every
+    round). Writes keep asyncio's flow control (StreamWriter.drain)."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        super().__init__()
+        self._conn = conn
+        # at least a correlation id; any size above (Kafka's clients set no limit)
+        self._decoder = FrameDecoder(min_size=4, limit_name="response size")
+        self._closed = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except FrameSizeError as exc:
+            self._conn._lost(exc)
+            return
+        answer = self._conn._answer
+        for frame in frames:
+            answer(frame)
+
+    def eof_received(self) -> bool:
+        self._conn._lost(ConnectionError("closed by the broker"))
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._conn._lost(exc or ConnectionError("closed by the broker"))
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future:
+        return self._closed  # StreamWriter.wait_closed
 
 
 class BrokerConnection:
@@ -52,32 +114,36 @@ class BrokerConnection:
         self.port = port
         self.client_id = client_id
         self.security = security or PLAINTEXT
-        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
+        self._transport: asyncio.Transport | None = None  # the writer's
+        #: correlation id -> (api key, version, the answer's future, its decoder or None
+        #: for kio's)
+        self._pending: dict[int, tuple[int, int, asyncio.Future, Any]] = {}
         self._ids = itertools.count(1)
-        self._read_task: asyncio.Task | None = None
         self._reauth_at: float | None = None  # time.monotonic() to re-authenticate at
         self._reauth: asyncio.Future | None = None  # a re-authentication under way
         self._deadlines = Deadlines()  # the requests' timeouts, on one timer
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        transport = self._transport  # the writer's: one call, every follower round
+        return transport is not None and not transport.is_closing()
 
     async def connect(self, timeout_s: float = 5.0) -> None:
         tls = self.security.ssl_context()
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(
+        loop = asyncio.get_running_loop()
+        transport, protocol = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: _AnswerProtocol(self),
                 self.host,
                 self.port,
-                limit=1 << 22,
                 ssl=tls,
                 server_hostname=self.host if tls is not None else None,
             ),
             timeout_s,
         )
-        self._read_task = asyncio.ensure_future(self._read_loop())
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        self._transport = transport
         if self.security.sasl:
             try:
                 await self._authenticate(timeout_s)
@@ -104,56 +170,63 @@ class BrokerConnection:
         finally:
             self._reauth = None
 
-    async def _read_loop(self) -> None:
-        reader = self._reader
-        # at least a correlation id; any size above (Kafka's clients set no limit)
-        decoder = FrameDecoder(min_size=4, limit_name="response size")
-        try:
-            while True:
-                data = await reader.read(_READ_CHUNK)
-                if not data:
-                    raise ConnectionError("closed by the broker")
-                for frame in decoder.feed(data):
-                    self._answer(frame)
-        except (ConnectionError, OSError, FrameSizeError) as exc:
-            self._fail(ConnectionClosed(f"connection to {self.host}:{self.port} lost: {exc!r}"))
-        except asyncio.CancelledError:
-            self._fail(ConnectionClosed("connection closed"))
+    def _lost(self, exc: BaseException) -> None:
+        self._fail(ConnectionClosed(f"connection to {self.host}:{self.port} lost: {exc!r}"))
 
     def _answer(self, frame: bytes) -> None:
         (correlation_id,) = SIZE.unpack_from(frame, 0)
         entry = self._pending.pop(correlation_id, None)
         if entry is None:
             return
-        api_key, version, fut = entry
+        api_key, version, fut, decode = entry
         if not fut.done():
             try:
-                fut.set_result(parse_response(api_key, version, frame)[1])
+                fut.set_result(
+                    decode(frame) if decode else parse_response(api_key, version, frame)[1]
+                )
             except Exception as exc:  # noqa: BLE001 - a bad response fails one call
                 fut.set_exception(exc)
 
     def _fail(self, exc: Exception) -> None:
         pending, self._pending = self._pending, {}
-        for _k, _v, fut in pending.values():
+        for _k, _v, fut, _d in pending.values():
             if not fut.done():
                 fut.set_exception(exc)
         if self._writer is not None:
             self._writer.close()
 
-    async def request(self, api_key: int, version: int, body: dict, timeout_s: float = 30.0) -> Any:
+    def request(
+        self, api_key: int, version: int, body: dict, timeout_s: float = 30.0, decode: Any = None
+    ) -> Coroutine[Any, Any, Any]:
         """Send one request and wait for its answer (re-authenticating first when the
-        SASL session is due: no request may go out during the exchange)."""
+        SASL session is due: no request may go out during the exchange). ``decode``:
+        reads the answer's frame instead of kio's decoder (a follower's Fetch). Without
+        SASL re-authentication (the usual case) the request's own coroutine, with no
+        frame wrapped around it: a follower sends one every round."""
+        if self._reauth is None and self._reauth_at is None:
+            return self._request(api_key, version, body, timeout_s, decode)
+        return self._request_after_reauth(api_key, version, body, timeout_s, decode)
+
+    async def _request_after_reauth(
+        self, api_key: int, version: int, body: dict, timeout_s: float, decode: Any
+    ) -> Any:
         if self._reauth is None and self._reauth_at is not None:
             if time.monotonic() >= self._reauth_at:
                 self._reauth = asyncio.ensure_future(self._reauthenticate())
         if self._reauth is not None:
             await asyncio.shield(self._reauth)
-        return await self._request(api_key, version, body, timeout_s)
+        return await self._request(api_key, version, body, timeout_s, decode)
 
     async def _request(
-        self, api_key: int, version: int, body: dict, timeout_s: float = 30.0
+        self,
+        api_key: int,
+        version: int,
+        body: dict,
+        timeout_s: float = 30.0,
+        decode: Any = None,
     ) -> Any:
-        if not self.connected:
+        transport = self._transport
+        if transport is None or transport.is_closing():  # self.connected, in one call
             raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
         correlation_id = next(self._ids)
         if api_key == 1 and version == FOLLOWER_FETCH_VERSION and isinstance(body, dict):
@@ -164,19 +237,17 @@ class BrokerConnection:
                 RequestHeader(api_key, version, correlation_id, self.client_id), payload
             )
         fut = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (api_key, version, fut)
+        self._pending[correlation_id] = (api_key, version, fut, decode)
         try:
-            writer = self._writer
-            writer.write(frame)
-            if writer.transport.get_write_buffer_size():  # else drain() returns at once
-                await writer.drain()
+            transport.write(frame)
+            if transport.get_write_buffer_size():  # else drain() returns at once
+                await self._writer.drain()
             return await self._deadlines.wait(fut, timeout_s)  # from the send on
         finally:
             self._pending.pop(correlation_id, None)
 
     async def close(self) -> None:
-        if self._read_task is not None:
-            self._read_task.cancel()
+        self._fail(ConnectionClosed("connection closed"))
         if self._writer is not None:
             self._writer.close()
             try:

@@ -54,7 +54,9 @@ class BoundsError(ValueError):
     """A count or length in a frame runs past the bytes that follow it."""
 
 
-def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
+def read_uvarint(buf, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint (at most 5 bytes) at ``pos`` before ``end``: (value, position
+    after); BoundsError past the end or when longer."""
     value = shift = 0
     while True:
         if pos >= end:
@@ -82,7 +84,7 @@ class _Generator:
     skipped with one multiplication. Generated once per message type and version."""
 
     def __init__(self) -> None:
-        self.ns: dict = {"BoundsError": BoundsError, "_uv": _uvarint, "_tagged": _tagged_fields}
+        self.ns: dict = {"BoundsError": BoundsError, "_uv": read_uvarint, "_tagged": _tagged_fields}
         self.ns.update(_i16=_I16.unpack_from, _i32=_I32.unpack_from)
         self.sources: list[str] = []
         self.entities: dict[type, _Entity] = {}
@@ -233,12 +235,12 @@ def _fixed_walker(size: int, name: str) -> Callable:
 
 
 def _tagged_fields(buf, pos: int, end: int, tagged: dict, name: str) -> int:
-    count, pos = _uvarint(buf, pos, end)
+    count, pos = read_uvarint(buf, pos, end)
     if count > end - pos:
         raise BoundsError(f"{name} declares {count} tagged fields with {end - pos} bytes left")
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
+        tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
         if size > end - pos:
             raise BoundsError(f"tagged field {tag} of {name} declares {size} bytes")
         step = tagged.get(tag)

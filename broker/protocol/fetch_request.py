@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 import struct
 
-from .fetch_response import _array_len, _string, _uvarint
+from .fetch_response import _compact_name, _string, _uvarint
 
 FOLLOWER_FETCH_VERSION = 12
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -36,6 +36,12 @@ def _ms(value: int | datetime.timedelta) -> int:
     return value
 
 
+def _count(n: int) -> bytes:
+    """A compact array's length (n + 1), as a varint."""
+    n += 1
+    return bytes((n,)) if n < 0x80 else _uvarint(n)
+
+
 def encode_fetch_request(correlation_id: int, client_id: str | None, body: dict) -> bytes:
     """The size-prefixed Fetch v12 request frame for ``body``, the dict our replica
     fetcher builds (every field of the request by kio's names)."""
@@ -47,9 +53,10 @@ def encode_fetch_request(correlation_id: int, client_id: str | None, body: dict)
     if client is not None:
         out += client
     out += b"\0"  # header tagged fields
+    max_wait = body["max_wait"]
     out += _BODY.pack(
         body["replica_id"],
-        _ms(body["max_wait"]),
+        max_wait if type(max_wait) is int else _ms(max_wait),
         body["min_bytes"],
         body["max_bytes"],
         body["isolation_level"],
@@ -57,12 +64,14 @@ def encode_fetch_request(correlation_id: int, client_id: str | None, body: dict)
         body["session_epoch"],
     )
     topics = body["topics"]
-    out += _uvarint(len(topics) + 1)
+    n = len(topics) + 1
+    out += bytes((n,)) if n < 0x80 else _uvarint(n)
     pack = _PARTITION.pack
     for topic in topics:
-        out += _string(topic["topic"], True)
+        out += _compact_name(topic["topic"])
         parts = topic["partitions"]
-        out += _uvarint(len(parts) + 1)
+        n = len(parts) + 1
+        out += bytes((n,)) if n < 0x80 else _uvarint(n)
         for p in parts:
             out += pack(
                 p["partition"],
@@ -75,20 +84,22 @@ def encode_fetch_request(correlation_id: int, client_id: str | None, body: dict)
             out += b"\0"
         out += b"\0"
     forgotten = body["forgotten_topics_data"]
-    out += _array_len(len(forgotten), True)
+    n = len(forgotten) + 1
+    out += bytes((n,)) if n < 0x80 else _uvarint(n)
     for topic in forgotten:
-        out += _string(topic["topic"], True)
+        out += _compact_name(topic["topic"])
         indexes = topic["partitions"]
-        out += _uvarint(len(indexes) + 1)
+        out += _count(len(indexes))
         for index in indexes:
             out += _I32.pack(index)
         out += b"\0"
-    out += _string(body["rack_id"], True)
+    rack_id = body["rack_id"]
+    out += b"\x01" if rack_id == "" else _string(rack_id, True)
     cluster_id = body.get("cluster_id")
     if cluster_id is None:
         out += b"\0"
     else:
         value = _string(cluster_id, True)
         out += b"\x01\x00" + _uvarint(len(value)) + value
-    struct.pack_into(">i", out, 0, len(out) - 4)
+    _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)

@@ -57,16 +57,20 @@ class FetchSessionHandler:
                 if held.get(key) != values:
                     held[key] = values
                     send[key] = fields
-        topics: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[dict]] = {}
         for (topic, _index), fields in send.items():
-            topics.setdefault(topic, []).append(fields)
+            by_topic.setdefault(topic, []).append(fields)
+        topics = []  # loops, not comprehensions: no frame of their own, every round
+        for t, ps in by_topic.items():
+            topics.append({"topic": t, "partitions": ps})
+        gone = []
+        for t, ps in forgotten.items():
+            gone.append({"topic": t, "partitions": ps})
         return {
             "session_id": self.session_id,
             "session_epoch": self.epoch,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [
-                {"topic": t, "partitions": ps} for t, ps in forgotten.items()
-            ],
+            "topics": topics,
+            "forgotten_topics_data": gone,
         }
 
     def handle_response(self, resp: Any) -> bool:

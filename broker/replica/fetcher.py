@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..client.connection import BrokerConnection
+from ..client.connection import BrokerConnection, follower_fetch_answer
 from ..client.security import ClientSecurity
 from ..protocol.errors import ErrorCode, KafkaError
 from .fetch_session_handler import FetchSessionHandler
 from .rounds import share_due
+from .throttle import UNTHROTTLED
 
 if TYPE_CHECKING:
     from .partition import Partition
@@ -182,7 +183,8 @@ class ReplicaFetcher:
                     if self.conn is None:
                         await asyncio.sleep(0.2)
                         continue
-                await self._truncate_if_needed()
+                if self.unready:  # else nothing awaits truncation: no coroutine to run
+                    await self._truncate_if_needed()
                 if not await self._fetch_once():  # nothing to fetch, or errors: back off
                     self.wakeup.clear()
                     try:
@@ -298,11 +300,16 @@ class ReplicaFetcher:
                 back.append(key)
         for key in back:
             self._set_ready(key)
-        self._refresh_share(now)
+        if (  # a share is due (share_due's sum, without the call while none is)
+            self.refresh_credit + len(self.wanted) * (now - self.last_refresh) / FIELDS_REFRESH_S
+            >= 1
+        ):
+            self._refresh_share(now)
         wanted: dict[TopicPartition, dict] = self.wanted
         changed: set[TopicPartition] | None = None if self.full_diff else self.dirty
         quota = self.manager.quota
-        throttled = quota is not None and quota.exceeded()
+        # no follower.replication.throttled.rate (the usual case): nothing to ask it
+        throttled = quota is not None and quota.rate < UNTHROTTLED and quota.exceeded()
         if throttled:  # rare (a replication throttle is set): compare the whole set
             wanted = {k: f for k, f in wanted.items() if not self.manager.is_throttled(*k)}
             changed = None
@@ -331,6 +338,7 @@ class ReplicaFetcher:
                     "rack_id": "",
                 },
                 timeout_s=max_wait_ms / 1000.0 + 30,
+                decode=follower_fetch_answer,  # by hand in the usual shape: no kio objects
             )
         finally:
             self.fetching = False
@@ -342,64 +350,70 @@ class ReplicaFetcher:
             )
             return True  # the next fetch is a full one
         answered = healthy = False
-        for t in resp.responses:
-            for p in t.partitions:
-                key = (t.topic, p.partition_index)
-                st = self.partitions.get(key)
-                if st is not None:
-                    answered = True
-                    healthy |= self._process(key, st, p)
+        partitions = self.partitions
+        for topic, index, error, hw, log_start, records in resp.partitions:
+            key = (topic, index)
+            st = partitions.get(key)
+            if st is None:
+                continue
+            answered = True
+            if self._apply(st, error, hw, log_start, records):
+                healthy = True
+                if not st.needs_truncation:
+                    self._refresh(key)
+                    continue
+            if st.needs_truncation or (  # never delayed (0.0, the usual case): no clock read
+                st.delayed_until and st.delayed_until > asyncio.get_running_loop().time()
+            ):
+                self._set_unready(key)
+            else:
+                self._refresh(key)
         return healthy or not answered  # nothing new within the max wait: fetch again
 
-    def _process(self, key: TopicPartition, st: FetchState, p) -> bool:
+    def _apply(
+        self, st: FetchState, error: ErrorCode, hw: int, log_start: int, records: bytes | None
+    ) -> bool:
         """Apply one partition's answer; True when it came without error."""
-        ok = self._apply(st, p)
-        if st.needs_truncation or (  # never delayed (0.0, the usual case): no clock read
-            st.delayed_until and st.delayed_until > asyncio.get_running_loop().time()
-        ):
-            self._set_unready(key)
-        else:
-            self._refresh(key)
-        return ok
-
-    def _apply(self, st: FetchState, p) -> bool:
         part = st.partition
         log_ = part.log
-        if p.error_code == ErrorCode.offset_out_of_range:
-            if log_.log_end_offset < p.log_start_offset:
-                log_.truncate_fully_and_start_at(p.log_start_offset)
+        if error == ErrorCode.offset_out_of_range:
+            if log_.log_end_offset < log_start:
+                log_.truncate_fully_and_start_at(log_start)
             else:
                 st.needs_truncation = True
             return False
-        if p.error_code != ErrorCode.none:
-            if p.error_code not in RETRY_ERRORS:
+        if error != ErrorCode.none:
+            if error not in RETRY_ERRORS:
                 log.warning(
                     "%s-%d: fetch from leader %d failed: %s",
                     part.topic,
                     part.index,
                     self.leader_id,
-                    p.error_code.name,
+                    error.name,
                 )
             # as Kafka: this partition sits out for the backoff, the others fetch on
             st.delayed_until = asyncio.get_running_loop().time() + FETCH_BACKOFF_S
             return False
-        if p.records:
+        if records:
             try:
-                log_.append_as_follower(p.records)
-                if self.manager.quota is not None and self.manager.is_throttled(
-                    part.topic, part.index
+                log_.append_as_follower(records)
+                quota = self.manager.quota  # it records nothing without a rate
+                if (
+                    quota is not None
+                    and quota.rate < UNTHROTTLED
+                    and self.manager.is_throttled(part.topic, part.index)
                 ):
-                    self.manager.quota.record(len(p.records))
+                    quota.record(len(records))
             except KafkaError as exc:
                 log.error("%s-%d: follower append failed: %s", part.topic, part.index, exc.message)
                 st.needs_truncation = True
                 return False
-        hw = min(p.high_watermark, log_.log_end_offset)
+        hw = min(hw, log_.log_end_offset)
         if hw > log_.high_watermark:
             log_.high_watermark = hw
             part.parked.wake()  # consumers reading from this follower (KIP-392)
-        if p.log_start_offset > log_.log_start_offset and p.log_start_offset <= log_.high_watermark:
-            log_.maybe_increment_log_start_offset(p.log_start_offset)
+        if log_start > log_.log_start_offset and log_start <= log_.high_watermark:
+            log_.maybe_increment_log_start_offset(log_start)
         return True
 
 

@@ -434,9 +434,17 @@ class ReplicaManager:
         heard is answered at once (Kafka's followerNeedsHwUpdate): its consumers
         read up to that HW."""
         try:
-            part = self.get_partition(topic, index)
-            log_ = part.require_leader()
-            part.check_leader_epoch(epoch)
+            # every follower fetch, every partition: the usual case (we lead, the epoch
+            # is ours) in attribute reads; anything else through the checks that raise
+            part = self.partitions.get((topic, index))
+            state = None if part is None else part.state
+            log_ = None if state is None else part.log
+            if log_ is None or state.leader != self.broker_id or part.fenced:
+                part = self.get_partition(topic, index)
+                log_ = part.require_leader()
+                state = part.state
+            if epoch >= 0 and epoch != state.leader_epoch:
+                part.check_leader_epoch(epoch)
             start, leo = log_.log_start_offset, log_.log_end_offset
             if offset < start or offset > leo:
                 raise KafkaError(
@@ -612,8 +620,12 @@ class ReplicaManager:
         if timeout_s <= 0:
             return
         fut = asyncio.get_running_loop().create_future()
-        found = [p for p in (self.partitions.get(k) for k in keys) if p is not None]
-        waits = [p.parked_followers if follower else p.parked for p in found]
+        waits = []
+        partitions = self.partitions
+        for key in keys:
+            part = partitions.get(key)
+            if part is not None:
+                waits.append(part.parked_followers if follower else part.parked)
         if session is not None:
             waits.append(session.parked)
         for parked in waits:

@@ -20,6 +20,7 @@ from ..authorization import fetch_denied
 from ..fetch_session import FetchSession
 from ..network import FileRegion
 from ..quotas import fetch_throttle
+from .follower_fetch import FAST_VERSION, serve_follower_fetch
 
 if TYPE_CHECKING:
     from ..kafka_server import KafkaServer
@@ -187,6 +188,8 @@ async def handle_fetch(server: KafkaServer, header: RequestHeader, req: Any) -> 
         return encode_fetch_response(
             header.api_version, header.correlation_id, [], error_code=error
         )
+    if incremental and req.replica_id >= 0 and header.api_version == FAST_VERSION:
+        return await serve_follower_fetch(server, header.correlation_id, req, session)
     named = None
     follower_session = None  # a follower's incremental fetch: its resting partitions skipped
     if incremental and req.replica_id >= 0:
