@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -57,15 +58,24 @@ def replica_records(cluster: HostCluster, broker_id: int, topic: str, p: int, be
 def diverged(cluster: HostCluster, topic: str, partitions: int) -> list:
     """Partitions whose in-sync replicas' logs differ from the leader's below the HW."""
     hws = high_watermarks(cluster.bootstrap, topic, partitions)
+    states = cluster.partition_states(topic)
+    # every replica's dump at once: each is a Python start-up, mostly waiting on one core
+    with ThreadPoolExecutor(4) as pool:
+        logs = {
+            (p, b): pool.submit(replica_records, cluster, b, topic, p, hws[p])
+            for p, state in states.items()
+            for b in {state.leader, *state.isr}
+        }
+        logs = {key: future.result() for key, future in logs.items()}
     bad = []
-    for p, state in cluster.partition_states(topic).items():
-        leader_log = replica_records(cluster, state.leader, topic, p, hws[p])
+    for p, state in states.items():
+        leader_log = logs[p, state.leader]
         if len(leader_log) == 0 and hws[p] > 0:
             bad.append((topic, p, "leader has no records below the HW", hws[p]))
         for replica in state.isr:
             if replica == state.leader:
                 continue
-            other = replica_records(cluster, replica, topic, p, hws[p])
+            other = logs[p, replica]
             if other != leader_log:
                 first = next((i for i, (a, b) in enumerate(zip(leader_log, other, strict=False))
                               if a != b), min(len(leader_log), len(other)))  # fmt: skip
