@@ -399,43 +399,14 @@ def kill_when(proc, condition, timeout=180) -> bool:
         proc.log.close()
 
 
-# the job each kill case runs: the mirror, and the same with a shuffle by key first
-KILL_JOBS = {"mirror": "pipeline.jobs.mirror", "shuffled": "tests.pipeline_helpers"}
-
-
-@pytest.fixture(scope="module")
-def kill_runs(bootstrap, tmp_path_factory):
-    """Both kill cases at once, each in a thread of its own (own topics, checkpoint and
-    job processes): a case is mostly JVM and Python start-ups, one core's work at a time,
-    and the suite runs one test at a time on two cores. name -> the case's exception
-    (an AssertionError with its message) or None; each test below raises its own."""
-    outcome = {}
-
-    def run(name):
-        try:
-            kill_case(KILL_JOBS[name], bootstrap, tmp_path_factory.mktemp(f"kill-{name}"))
-            outcome[name] = None
-        except BaseException as exc:  # noqa: BLE001 - raised again by the case's test
-            outcome[name] = exc
-
-    threads = [threading.Thread(target=run, args=(name,)) for name in KILL_JOBS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return outcome
-
-
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # the first one's set-up runs both cases
-@pytest.mark.parametrize("name", list(KILL_JOBS))
-def test_kill_9_mid_batch_and_restart_writes_each_record_once(kill_runs, name):
-    if kill_runs[name] is not None:
-        raise kill_runs[name]
-
-
-def kill_case(module, bootstrap, tmp_path):
+@pytest.mark.parametrize(
+    "module",
+    ["pipeline.jobs.mirror", "tests.pipeline_helpers"],  # the latter shuffles by key first
+    ids=["mirror", "shuffled"],
+)
+def test_kill_9_mid_batch_and_restart_writes_each_record_once(bootstrap, tmp_path, module):
     src = create_topic(bootstrap, topic_name("kill-src"), 3)
     dst = create_topic(bootstrap, topic_name("kill-dst"), 3)
     n = KILL_RECORDS
