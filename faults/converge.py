@@ -36,36 +36,49 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, in
         consumer.close()
 
 
-def replica_records(cluster: HostCluster, broker_id: int, topic: str, p: int, below: int):
-    """The record lines of quill-dump-log for one replica, offsets below `below`."""
+def segments(cluster: HostCluster, broker_id: int, topic: str, p: int) -> list[str]:
+    """The .log segment files of one replica, oldest first."""
     log_dir = cluster.broker(broker_id).proc.spec.dirs[0] / f"{topic}-{p}"
-    segments = sorted(str(f) for f in log_dir.glob("*.log"))
-    if not segments:
-        return []
+    return sorted(str(f) for f in log_dir.glob("*.log"))
+
+
+def dump_records(files: list[str]) -> dict[str, list[str]]:
+    """file -> its record lines (``| offset: ...``), from one quill-dump-log run over
+    every file (one Python start-up, not one a replica)."""
+    lines: dict[str, list[str]] = {f: [] for f in files}
+    if not files:
+        return lines
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli.dump_log", "--files", ",".join(segments),
-         "--print-data-log"], capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, "-m", "broker.cli.dump_log", "--files", ",".join(files),
+         "--print-data-log"], capture_output=True, text=True, timeout=300, check=False,
     ).stdout  # fmt: skip
-    lines = []
+    current: list[str] = []
     for line in out.splitlines():
-        if line.startswith("| offset: "):
-            if int(line.split()[2]) < below:
-                lines.append(line)
+        if line.startswith("Dumping "):
+            current = lines.setdefault(line.removeprefix("Dumping "), [])
+        elif line.startswith("| offset: "):
+            current.append(line)
     return lines
 
 
 def diverged(cluster: HostCluster, topic: str, partitions: int) -> list:
     """Partitions whose in-sync replicas' logs differ from the leader's below the HW."""
     hws = high_watermarks(cluster.bootstrap, topic, partitions)
+    states = cluster.partition_states(topic)
+    files = {(p, b): segments(cluster, b, topic, p)
+             for p, state in states.items() for b in {state.leader, *state.isr}}  # fmt: skip
+    dumped = dump_records([f for fs in files.values() for f in fs])
+    logs = {(p, b): [line for f in fs for line in dumped[f] if int(line.split()[2]) < hws[p]]
+            for (p, b), fs in files.items()}  # fmt: skip
     bad = []
-    for p, state in cluster.partition_states(topic).items():
-        leader_log = replica_records(cluster, state.leader, topic, p, hws[p])
+    for p, state in states.items():
+        leader_log = logs[p, state.leader]
         if len(leader_log) == 0 and hws[p] > 0:
             bad.append((topic, p, "leader has no records below the HW", hws[p]))
         for replica in state.isr:
             if replica == state.leader:
                 continue
-            other = replica_records(cluster, replica, topic, p, hws[p])
+            other = logs[p, replica]
             if other != leader_log:
                 first = next((i for i, (a, b) in enumerate(zip(leader_log, other, strict=False))
                               if a != b), min(len(leader_log), len(other)))  # fmt: skip

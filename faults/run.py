@@ -15,7 +15,7 @@ from faults import checker, converge
 from faults.cluster import HostCluster
 from faults.nemesis import FAULTS, heal_network
 from faults.netns import Network
-from faults.workload import PARTITIONS, TOPIC, TXN_TOPIC, Client, create_topics, run_client
+from faults.workload import PARTITIONS, TOPIC, TXN_TOPIC, Client, create_topics
 
 
 @dataclass
@@ -83,7 +83,9 @@ def _run(cluster, out, faults, rng, hold_s, recover_s, log) -> RunResult:
         fault.heal()
         windows.append(FaultWindow(kind, what, start, time.time()))
         time.sleep(recover_s)
-    for client in workers + members:
+    # the writers and group members end; the offsets watcher watches 10 s longer, and
+    # meanwhile (nothing below commits the group's offsets) the cluster settles and is read
+    for client in workers[:2] + members:
         client.wait(seconds + 120)
     heal_network(cluster)
     for node in cluster.nodes:
@@ -92,15 +94,19 @@ def _run(cluster, out, faults, rng, hold_s, recover_s, log) -> RunResult:
     cluster.wait(lambda: converge.settled(cluster, TOPIC) and converge.settled(cluster, TXN_TOPIC),
                  180)  # fmt: skip
     common_read = ["--bootstrap", cluster.bootstrap, "--partitions", str(PARTITIONS)]
-    read = run_client(c1, out, "read", "read", *common_read, "--topic", TOPIC)
-    read_txn = run_client(c1, out, "read-txn", "read", *common_read, "--topic", TXN_TOPIC)
+    readers = [Client(c1, out, name, "read", *common_read, "--topic", topic)
+               for name, topic in (("read", TOPIC), ("read-txn", TXN_TOPIC))]  # fmt: skip
+    for reader in readers:  # both at once: a read_committed one ends after 5 s idle
+        reader.wait(300)
+    read, read_txn = (reader.history() for reader in readers)
     produced, txns = workers[0].history(), workers[1].history()
     report = checker.check_log(produced, [], [r for r in read if "v" in r])
     txn_report = checker.check_log([], txns, [r for r in read_txn if "v" in r])
     _merge(report, txn_report)
-    report.offsets_backwards = checker.check_offsets(workers[2].history())
     for topic in (TOPIC, TXN_TOPIC):
         report.diverged += converge.diverged(cluster, topic, PARTITIONS)
+    workers[2].wait(seconds + 120)
+    report.offsets_backwards = checker.check_offsets(workers[2].history())
     acked = [r for r in produced if "o" in r]
     for w in windows:
         w.unwritable_s = checker.unwritable_seconds(acked, w.start, w.healed + recover_s)

@@ -71,9 +71,3 @@ class Client:
             except ValueError:
                 pass  # a line cut short by a kill
         return rows
-
-
-def run_client(host: Host, out_dir: Path, name: str, *args: str, timeout: float = 300):
-    client = Client(host, out_dir, name, *args)
-    client.wait(timeout)
-    return client.history()
