@@ -41,6 +41,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import KazooState
@@ -96,13 +97,18 @@ class _TrackingZk:
 
     def update_partition_state(self, topic, partition, state):
         version = self._zk.update_partition_state(topic, partition, state)
-        if version is not None:
-            self._batch.partitions_changed([(topic, partition)])
+        if version is None:
+            self._batch.states_lost([(topic, partition)])
+        else:
+            self._batch.states_written({(topic, partition): replace(state, zk_version=version)})
         return version
 
     def update_partition_states(self, states):
         written = self._zk.update_partition_states(states)
-        self._batch.partitions_changed(k for k, v in written.items() if v is not None)
+        self._batch.states_written(
+            {k: replace(states[k], zk_version=v) for k, v in written.items() if v is not None}
+        )
+        self._batch.states_lost(k for k, v in written.items() if v is None)
         return written
 
     def create_partition_states(self, topic, states):
