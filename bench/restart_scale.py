@@ -187,8 +187,8 @@ def run(args) -> dict:
         shutdown_log = [line[:200] for line in said if "controlled shutdown" in line][-4:]
         proc.start()
         proc.wait_healthy(args.limit)
-        started = Path(proc.spec.log_path).read_text().splitlines()[len(said) :]
-        start_log = [line[:200] for line in started if "started in" in line or "Loaded " in line]
+        since = Path(proc.spec.log_path).read_text().splitlines()[len(said) :]
+        start_log = [line[:200] for line in since if "started in" in line or "Loaded " in line]
         full = wait(lambda: all_full(zk, topics, 3), args.limit, 1.0)
         full_s = time.monotonic() - t0 if full is not None else None
         meta = wait(lambda: metadata_full(admin, topics, 3), args.limit, 1.0)
