@@ -6,9 +6,11 @@ Starts ZooKeeper and 3 brokers, creates ``--partitions`` partitions (RF 3, topic
 at most 500 partitions), waits until every ISR is full, then restarts one broker that
 is not the controller (SIGTERM, wait for exit, start). Reported:
 
-- sigterm_to_exit_s, and full_isr_s: from the start of the restart until every
-  partition state znode shows its full ISR again, and metadata_full_isr_s: until a
-  broker's metadata (what clients see) shows it too;
+- sigterm_to_exit_s (with the stopping broker's controlled-shutdown log lines), the
+  restarted broker's start (its "Loaded N logs" and "started in" lines), and
+  full_isr_s: from the start of the restart until every partition state znode shows
+  its full ISR again, and metadata_full_isr_s: until a broker's metadata (what
+  clients see) shows it too;
 - controller_cpu_s: CPU seconds of the controller's process over that window;
 - zk_ops: requests ZooKeeper received over the window (``mntr`` zk_packets_received);
 - create_topics_s: latencies of CreateTopics (1 partition, RF 2, 30 s operation
@@ -185,6 +187,8 @@ def run(args) -> dict:
         shutdown_log = [line[:200] for line in said if "controlled shutdown" in line][-4:]
         proc.start()
         proc.wait_healthy(args.limit)
+        since = Path(proc.spec.log_path).read_text().splitlines()[len(said) :]
+        start_log = [line[:200] for line in since if "started in" in line or "Loaded " in line]
         full = wait(lambda: all_full(zk, topics, 3), args.limit, 1.0)
         full_s = time.monotonic() - t0 if full is not None else None
         meta = wait(lambda: metadata_full(admin, topics, 3), args.limit, 1.0)
@@ -205,6 +209,7 @@ def run(args) -> dict:
             "restarted": victim,
             "sigterm_to_exit_s": round(sigterm_s, 2),
             "shutdown_log": shutdown_log,
+            "start_log": start_log,
             "full_isr_s": round(full_s, 1) if full_s else None,
             "metadata_full_isr_s": round(meta_s, 1) if meta_s else None,
             "controller_cpu_s": round(machine_cpu.used_seconds(before, after, cpid), 1),

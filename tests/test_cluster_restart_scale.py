@@ -1,6 +1,7 @@
 """Restarts at scale (issue 27): ISR changes reach the controller in batches (Kafka's
 isr_change_notification), the controller converges after a broker restart with a few
-hundred partitions, and a controller in the middle of that stops on SIGTERM."""
+hundred partitions, a controller in the middle of that stops on SIGTERM, and a
+ControlledShutdown goes ahead of a long queue of other controller events."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ import json
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.zk.znodes import (
+    ConfigEntityZNode,
+    ConfigType,
+    TopicAssignment,
+    TopicPartitionStateZNode,
+    TopicZNode,
+)
 from tests.wait_helpers import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -28,6 +36,11 @@ def _states(zk, topic: str = TOPIC, partitions: int = PARTITIONS) -> dict[int, d
     base = f"/brokers/topics/{topic}/partitions"
     pending = [(p, zk.get_async(f"{base}/{p}/state")) for p in range(partitions)]
     return {p: json.loads(r.get()[0]) for p, r in pending}
+
+
+def _stats(zk, paths: list[str]) -> list:
+    """The znodes' stats (None: absent), read in one pipelined batch."""
+    return [r.get() for r in [zk.exists_async(path) for path in paths]]
 
 
 def _full(zk, live: set[int]) -> bool:
@@ -137,3 +150,44 @@ def _controller_or_none(zk) -> int | None:
         return _controller(zk)
     except Exception:  # noqa: BLE001 - no controller at this moment
         return None
+
+
+BACKLOG = 400  # topics written to ZooKeeper at once: one controller event each
+
+
+def test_controlled_shutdown_goes_ahead_of_a_backlog(scale_cluster):
+    """A stopping broker's ControlledShutdown is handled while the controller still has
+    hundreds of queued events (topics written to ZooKeeper in one transaction, as an old
+    admin tool would), not after them: its state writes come before the last backlog
+    topic's, and the shutdown completes (the broker did not stop without it)."""
+    cluster = scale_cluster
+    zk = cluster.zk_client()
+    wait_until(lambda: _full(zk, {1, 2, 3}), timeout=180, interval=1, what="every ISR full")
+    victim = max(b for b in (1, 2, 3) if b != _controller(zk))
+    names = [f"backlog-{i}" for i in range(BACKLOG)]
+    tx = zk.transaction()
+    for name in names:
+        tx.create(ConfigEntityZNode.path(ConfigType.TOPIC, name), ConfigEntityZNode.encode({}))
+        tx.create(TopicZNode.path(name), TopicZNode.encode(TopicAssignment({0: [1, 2, 3]})))
+    assert not [r for r in tx.commit() if isinstance(r, Exception)]
+    # the controller queued one event per topic and works through them; once it began:
+    first = TopicPartitionStateZNode.path(names[0], 0)
+    wait_until(lambda: zk.exists(first) is not None, timeout=120, what="the backlog begun")
+    said_before = len(open(cluster.broker(victim).log_path, "rb").read())
+    assert cluster.broker(victim).stop(timeout=300) == 0
+    with open(cluster.broker(victim).log_path, "rb") as f:
+        said = f.read()[said_before:].decode(errors="replace")
+    assert "controlled shutdown done" in said, said[-2000:]
+    assert "did not complete" not in said, said[-2000:]
+    main = [TopicPartitionStateZNode.path(TOPIC, p) for p in range(PARTITIONS)]
+    assert all(victim not in s["isr"] for s in _states(zk).values())
+    shutdown_zxid = min(stat.mzxid for stat in _stats(zk, main))  # the shutdown's writes
+    backlog = [TopicPartitionStateZNode.path(name, 0) for name in names]
+    wait_until(
+        lambda: None not in _stats(zk, backlog), timeout=300, interval=1, what="the backlog done"
+    )
+    created = [stat.czxid for stat in _stats(zk, backlog)]
+    after = sum(1 for zxid in created if zxid > shutdown_zxid)
+    assert after > 0, f"all {BACKLOG} backlog topics were handled before the shutdown"
+    cluster.broker(victim).start()
+    wait_until(lambda: _full(zk, {1, 2, 3}), timeout=180, interval=1, what="every ISR full again")

@@ -1,7 +1,8 @@
 """The controller: one broker, elected through the ephemeral ``/controller`` znode.
 
 Like Kafka's KafkaController it works through a single event thread (ZooKeeper
-watches and callers only enqueue events), so its decisions never race each other. It
+watches and callers only enqueue events), so its decisions never race each other; a
+ControlledShutdown goes ahead of the events already queued (``event_queue.py``). It
 decides partition leaders and writes ``/brokers/topics/<t>/partitions/<p>/state``
 with conditional writes, carrying its ``/controller_epoch``; at the end of each event
 the ControllerBrokerRequestBatch (``request_batch.py``) sends the brokers what the event
@@ -37,10 +38,10 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import KazooState
@@ -62,10 +63,16 @@ from ..zk.znodes import (
 from . import election, log_dir_events, partition_state_machine, replica_state_machine
 from .channel import ControllerChannel
 from .context import ControllerContext
+from .event_queue import ControllerEventQueue
 from .reassignment import REASSIGN_PATH, Reassigner
 from .request_batch import ControllerBrokerRequestBatch
 
 log = logging.getLogger(__name__)
+
+
+#: calls that go ahead of queued events (event_queue.py): a stopping broker waits on
+#: its ControlledShutdown for at most controller.socket.timeout.ms
+URGENT_CALLS = frozenset({"controlled_shutdown"})
 
 
 class NotControllerError(RuntimeError):
@@ -90,13 +97,18 @@ class _TrackingZk:
 
     def update_partition_state(self, topic, partition, state):
         version = self._zk.update_partition_state(topic, partition, state)
-        if version is not None:
-            self._batch.partitions_changed([(topic, partition)])
+        if version is None:
+            self._batch.states_lost([(topic, partition)])
+        else:
+            self._batch.states_written({(topic, partition): replace(state, zk_version=version)})
         return version
 
     def update_partition_states(self, states):
         written = self._zk.update_partition_states(states)
-        self._batch.partitions_changed(k for k, v in written.items() if v is not None)
+        self._batch.states_written(
+            {k: replace(states[k], zk_version=v) for k, v in written.items() if v is not None}
+        )
+        self._batch.states_lost(k for k, v in written.items() if v is None)
         return written
 
     def create_partition_states(self, topic, states):
@@ -140,7 +152,7 @@ class Controller:
         self.client = zk.zk
         self.broker_id = broker_id
         self.epoch: int | None = None
-        self._events: queue.Queue = queue.Queue()
+        self._events = ControllerEventQueue()
         self._thread = threading.Thread(target=self._run, name="controller", daemon=True)
         self._watching = False
         self._stopped = False
@@ -171,24 +183,21 @@ class Controller:
             self._events.put(("auto_rebalance",))
 
     def submit(self, name: str, *args) -> concurrent.futures.Future:
-        """Run ``_on_<name>(*args)`` on the controller thread; its result in a Future."""
+        """Run ``_on_<name>(*args)`` on the controller thread; its result in a Future.
+        URGENT_CALLS go ahead of the events already queued."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        self._events.put(("call", fut, name, args))
+        self._events.put(("call", fut, name, args), urgent=name in URGENT_CALLS)
         return fut
 
     def stop(self) -> None:
         """Stop after the event being handled; queued events are dropped (their callers
         get NotControllerError), so a backlog never holds a broker's shutdown."""
         self._stopped = True
-        self._events.put(("stop",))
+        self._events.put(("stop",), urgent=True)
         self._thread.join(timeout=5)
 
     def _fail_pending_calls(self) -> None:
-        while True:
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
-                return
+        for event in self._events.drain():
             if event[0] == "call" and not event[1].done():
                 event[1].set_exception(NotControllerError(f"broker {self.broker_id} is stopping"))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..zk.znodes import LeaderAndIsr
 from .context import ControllerContext
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = (4, 4), (5, 3), (6, 7)  # (api k
 class ControllerBrokerRequestBatch:
     def __init__(self) -> None:
         self.partitions: set[TopicPartition] = set()  # state written: LeaderAndIsr + metadata
+        #: the states this event wrote, as written (new zk version): no read back needed
+        self.written: dict[TopicPartition, LeaderAndIsr] = {}
         self.topics: set[str] = set()  # assignment written, created or deleted
         self.metadata: set[TopicPartition] = set()  # states learned of: metadata only
         self.new_brokers: set[int] = set()  # joined: everything, the full metadata first
@@ -48,6 +51,18 @@ class ControllerBrokerRequestBatch:
     def partitions_changed(self, keys) -> None:
         self.partitions.update(keys)
 
+    def states_written(self, states: dict[TopicPartition, LeaderAndIsr]) -> None:
+        """States this event wrote (with their new zk version): sent as written, as
+        Kafka's controller updates its context with what it wrote."""
+        self.written.update(states)
+        self.partitions.update(states)
+
+    def states_lost(self, keys) -> None:
+        """Conditional writes that lost a race: what this event wrote of them before is
+        stale (a partition already marked is read afresh at the send)."""
+        for key in keys:
+            self.written.pop(key, None)
+
     def topics_changed(self, topics) -> None:
         self.topics.update(topics)
 
@@ -63,6 +78,7 @@ class ControllerBrokerRequestBatch:
 
     def clear(self) -> None:
         self.partitions.clear()
+        self.written.clear()
         self.topics.clear()
         self.metadata.clear()
         self.new_brokers.clear()
@@ -85,7 +101,11 @@ class ControllerBrokerRequestBatch:
             keys |= {(topic, p) for p in (assignment.partitions if assignment else {})}
         # a joining broker gets every partition: read them all afresh (leaders change
         # ISRs without the controller, which hears of it a few seconds later)
-        ctx.refresh_states(list(ctx.states) if self.new_brokers else self.partitions)
+        if self.new_brokers:
+            ctx.refresh_states(list(ctx.states))
+        else:
+            ctx.states.update((k, v) for k, v in self.written.items() if k[0] in ctx.assign)
+            ctx.refresh_states(self.partitions.difference(self.written))
         new = self.new_brokers & set(ctx.brokers)
         if self.synced_epoch != epoch:
             self.synced, self.synced_epoch = set(), epoch

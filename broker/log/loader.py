@@ -4,12 +4,19 @@ rebuilding producer state (Kafka's LogLoader and UnifiedLog.rebuildProducerState
 Recovery re-validates (CRC, framing, offsets) every segment from the one holding the
 recovery point to the end, truncates at the first bad batch and drops the segments
 after it; it is skipped after a clean shutdown. Indexes of other segments are
-checked on first use and rebuilt from the ``.log`` if missing or corrupt.
+checked on first use and rebuilt from the ``.log`` if missing or corrupt (an empty
+active segment's too: its end offset is its base offset, no index needed).
+
+The directory is listed once (``list_files``: os.scandir, whose entry types need no
+stat) and the listing serves every step; it is listed again only after a step that
+removed or renamed files. With 10,000 logs a start was ~5 listings and ~16 stats a
+log, most of the time it took.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +32,7 @@ from broker.log.segment import (
     LogSegment,
 )
 
-__all__ = ["LoadedLog", "load_segments", "rebuild_producer_state"]
+__all__ = ["LoadedLog", "list_files", "load_segments", "rebuild_producer_state"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,14 @@ class LoadedLog:
     log_start_offset: int
     recovery_point: int
     next_offset: int
+    #: the directory's files after loading (for the transaction index)
+    file_names: list[str]
+
+
+def list_files(directory: Path | str) -> list[str]:
+    """The names of the regular files in ``directory`` (one scandir, no stat per file)."""
+    with os.scandir(directory) as entries:
+        return [e.name for e in entries if e.is_file()]
 
 
 def _offset_of(name: str) -> int | None:
@@ -45,14 +60,14 @@ def _offset_of(name: str) -> int | None:
     return int(stem) if stem.isdigit() and len(stem) == 20 else None
 
 
-def _remove_temp_files(directory: Path) -> list[Path]:
+def _remove_temp_files(directory: Path, file_names: list[str]) -> list[Path]:
     """Delete ``.deleted``, ``.cleaned`` and ``.tmp`` leftovers; return valid ``.swap``
     files (those below the lowest ``.cleaned`` offset, as Kafka decides)."""
     swaps, cleaned_offsets = [], []
-    for path in directory.iterdir():
-        if not path.is_file():
+    for name in file_names:
+        if not name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)):
             continue
-        name = path.name
+        path = directory / name
         if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
             path.unlink(missing_ok=True)
         elif name.endswith(CLEANED_SUFFIX):
@@ -101,15 +116,16 @@ def _complete_swaps(directory: Path, swaps: list[Path], config) -> None:
             path.rename(path.with_name(path.name[: -len(SWAP_SUFFIX)]))
 
 
-def _open_segments(directory: Path, config) -> list[LogSegment]:
+def _open_segments(directory: Path, config, file_names: list[str]) -> list[LogSegment]:
     segments = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
+    present = set(file_names)
+    for name in sorted(file_names):
         base = _offset_of(name)
-        if base is None or not path.is_file():
+        if base is None:
             continue
         if name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX):
-            if not (directory / f"{base:020d}{LOG_SUFFIX}").exists():
+            if f"{base:020d}{LOG_SUFFIX}" not in present:
+                path = directory / name
                 log.warning("Found an orphaned index file %s; deleting it", path)
                 path.unlink(missing_ok=True)
         elif name.endswith(LOG_SUFFIX):
@@ -127,10 +143,18 @@ def load_segments(
     epoch_cache: LeaderEpochFileCache,
     producer_state: ProducerStateManager,
     now_ms: int,
+    file_names: list[str] | None = None,
 ) -> LoadedLog:
-    """Kafka's LogLoader.load for one partition directory."""
-    _complete_swaps(directory, _remove_temp_files(directory), config)
-    segments = _open_segments(directory, config)
+    """Kafka's LogLoader.load for one partition directory; ``file_names``: its files,
+    if the caller listed them already (``list_files``)."""
+    names = list_files(directory) if file_names is None else file_names
+    swaps = _remove_temp_files(directory, names)
+    if swaps:
+        _complete_swaps(directory, swaps, config)
+    if swaps or any(n.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)) for n in names):
+        names = list_files(directory)  # files were removed or renamed
+    segments = _open_segments(directory, config, names)
+    files_removed = not had_clean_shutdown
     if not had_clean_shutdown and not directory.name.endswith(DELETE_DIR_SUFFIX):
         _recover(segments, recovery_point, epoch_cache)
     next_offset = segments[-1].read_next_offset() if segments else None
@@ -144,6 +168,7 @@ def load_segments(
         for seg in segments:
             seg.delete_files()
         segments = []
+        files_removed = True
         epoch_cache.clear_and_flush()
         producer_state.truncate_fully_and_start_at(log_start_offset)
         next_offset = None
@@ -166,7 +191,9 @@ def load_segments(
         now_ms,
         reload_from_clean_shutdown=had_clean_shutdown,
     )
-    return LoadedLog(segments, start, recovery, next_offset)
+    if files_removed:  # recovery, or the truncation above, removed segment files
+        names = list_files(directory)
+    return LoadedLog(segments, start, recovery, next_offset, names)
 
 
 def _recover(

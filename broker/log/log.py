@@ -29,7 +29,7 @@ from broker.log.checkpoint import fsync_dir
 from broker.log.config import LogConfig
 from broker.log.dir_failure import LogDirFailureChannel, storage_error, write_failure
 from broker.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from broker.log.loader import load_segments, rebuild_producer_state
+from broker.log.loader import list_files, load_segments, rebuild_producer_state
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from broker.log.segment import (
     CLEANED_SUFFIX,
@@ -104,8 +104,9 @@ class Log(LogTransactions):
         self.deleter = deleter if deleter is not None else DeletionQueue()
         now = wall_clock_ms() if now_ms is None else now_ms
         self.dir.mkdir(parents=True, exist_ok=True)
+        names = list_files(self.dir)  # one listing serves every loading step
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / LEADER_EPOCH_CHECKPOINT)
-        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms)
+        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms, names)
         loaded = load_segments(
             self.dir,
             config,
@@ -115,6 +116,7 @@ class Log(LogTransactions):
             epoch_cache=self.leader_epoch_cache,
             producer_state=self.producer_state,
             now_ms=now,
+            file_names=names,
         )
         self.segments: list[LogSegment] = loaded.segments
         self._bases = [s.base_offset for s in self.segments]
@@ -130,7 +132,7 @@ class Log(LogTransactions):
         self.high_watermark = self.log_start_offset if high_watermark is None else high_watermark
         self.last_flush_ms = now
         self._pending_flush_offset: int | None = None
-        self.txn_index = TransactionIndex(self.dir)
+        self.txn_index = TransactionIndex(self.dir, loaded.file_names)
         self.txn_index.truncate_to(self.log_end_offset)
         self.closed = False
 

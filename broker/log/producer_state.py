@@ -146,14 +146,16 @@ class ProducerStateManager:
         self,
         log_dir: Path | str,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        file_names: Iterable[str] | None = None,
     ) -> None:
+        """``file_names``: the files of ``log_dir``, when the caller listed them already."""
         self.log_dir = Path(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         #: the state reflects every batch below this offset
         self.map_end_offset = 0
         self.last_snap_offset = 0
-        self._snapshots: dict[int, Path] = self._list_snapshots()
+        self._snapshots: dict[int, Path] = self._list_snapshots(file_names)
 
     # --- client appends ------------------------------------------------------------------
 
@@ -278,15 +280,18 @@ class ProducerStateManager:
 
     # --- snapshots -----------------------------------------------------------------------
 
-    def _list_snapshots(self) -> dict[int, Path]:
+    def _list_snapshots(self, file_names: Iterable[str] | None) -> dict[int, Path]:
+        if file_names is None:
+            if not self.log_dir.is_dir():
+                return {}
+            file_names = [p.name for p in self.log_dir.iterdir() if p.is_file()]
         found: dict[int, Path] = {}
-        if self.log_dir.is_dir():
-            for path in self.log_dir.iterdir():
-                if path.name.endswith(SNAPSHOT_SUFFIX) and path.is_file():
-                    try:
-                        found[int(path.name[: -len(SNAPSHOT_SUFFIX)])] = path
-                    except ValueError:
-                        continue
+        for name in file_names:
+            if name.endswith(SNAPSHOT_SUFFIX):
+                try:
+                    found[int(name[: -len(SNAPSHOT_SUFFIX)])] = self.log_dir / name
+                except ValueError:
+                    continue
         return dict(sorted(found.items()))
 
     @property

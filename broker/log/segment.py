@@ -301,6 +301,8 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (base_offset if empty)."""
+        if self._next_offset is None and self._size == 0:
+            self._next_offset = self.base_offset  # no batch: its indexes wait for first use
         if self._next_offset is None:
             self._check_indexes()
             last = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -67,18 +68,22 @@ class AbortedTxn(NamedTuple):
 class TransactionIndex:
     """Every aborted transaction of a log, in memory by last offset, on disk per segment."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, file_names: Iterable[str] | None = None) -> None:
         self.dir = Path(log_dir)
         self.entries: list[AbortedTxn] = []
         self._files: dict[int, Path] = {}
-        self.load()
+        self.load(file_names)
 
-    def load(self) -> None:
+    def load(self, file_names: Iterable[str] | None = None) -> None:
+        """Read every ``.txnindex`` file; ``file_names``: the dir's files, if listed already."""
         self.entries.clear()
         self._files.clear()
-        if not self.dir.is_dir():
-            return
-        for path in sorted(self.dir.glob(f"*{TXN_INDEX_SUFFIX}")):
+        if file_names is None:
+            if not self.dir.is_dir():
+                return
+            file_names = [p.name for p in self.dir.glob(f"*{TXN_INDEX_SUFFIX}")]
+        for name in sorted(n for n in file_names if n.endswith(TXN_INDEX_SUFFIX)):
+            path = self.dir / name
             try:
                 base = int(path.name[: -len(TXN_INDEX_SUFFIX)])
             except ValueError:
