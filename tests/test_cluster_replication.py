@@ -433,3 +433,58 @@ def test_stale_controller_epoch_is_refused(cluster_factory):
     md = w.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
     assert md.topics[0].partitions[0].leader_id == cluster.brokers[0].id
     w.close()
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(cluster_factory):
+    """A follower that was away while the leader's log start moved past its log end
+    (DeleteRecords here; retention does the same) starts its log over at the leader's
+    log start, catches up and rejoins the ISR. The leader's OFFSET_OUT_OF_RANGE carries
+    its log start for that (Kafka's follower asks with ListOffsets); without it the
+    follower truncated and fetched from its own end again, for ever."""
+    cluster = cluster_factory(3, **FAST)
+    topic = _name("behind")
+    _create(cluster, topic)
+    state = partition_state(cluster, topic, 0)
+    follower = next(b for b in state["isr"] if b != state["leader"])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1})
+    for i in range(10):
+        producer.produce(topic, value=b"before-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    cluster.broker(follower).kill()
+    wait_until(lambda: follower not in partition_state(cluster, topic, 0)["isr"], what="ISR shrink")
+    for i in range(100):
+        producer.produce(topic, value=b"away-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    [deleted] = admin.delete_records([TopicPartition(topic, 0, 60)]).values()
+    assert deleted.result(30).low_watermark == 60
+    cluster.broker(follower).start()
+    wait_until(
+        lambda: follower in partition_state(cluster, topic, 0)["isr"],
+        timeout=90,
+        what="the follower back in the ISR",
+    )
+    w = WireClient("127.0.0.1", cluster.broker(follower).port)
+
+    def follower_offset(timestamp: int) -> int:  # replica_id -2: the replica's own log
+        request = {
+            "replica_id": -2,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
+                    ],
+                }
+            ],
+        }
+        return w.request(2, 7, request).topics[0].partitions[0].offset
+
+    try:
+        assert (follower_offset(-2), follower_offset(-1)) == (60, 110)
+    finally:
+        w.close()
+    low, high, values = read_all(cluster.bootstrap, topic, 1)[0]
+    assert (low, high) == (60, 110)
+    assert [v for _, v in values] == [b"away-%d" % i for i in range(50, 100)]

@@ -137,6 +137,19 @@ def maybe_recompress(records, headers: Sequence[BatchHeader], config: LogConfig)
     return out, [header]
 
 
+def start_inside_first_batch(records, log_start_offset: int, log_end_offset: int) -> int | None:
+    """The base offset an empty follower log must start at to take ``records``: when the
+    leader's log start fell inside their first batch (DeleteRecords), the follower asked
+    from that start and got the whole batch. Kafka's Partition handles this case the same
+    way (appendRecordsToFollowerOrFutureReplica). None in every other case."""
+    if log_end_offset != log_start_offset or len(records) < BATCH_HEADER_SIZE:
+        return None
+    first = read_batch_header(records, 0)
+    if first.base_offset < log_end_offset <= first.last_offset:
+        return first.base_offset
+    return None
+
+
 def follower_batches(records, log_end_offset: int) -> tuple[int, list[BatchHeader]]:
     """(valid bytes, headers) of a replicated chunk. A torn last batch is trimmed, as
     Kafka trims the partial batch at the end of a fetch; a whole batch with a bad CRC

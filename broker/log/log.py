@@ -24,6 +24,7 @@ from broker.log.append import (
     follower_batches,
     maybe_recompress,
     producer_batches,
+    start_inside_first_batch,
 )
 from broker.log.checkpoint import fsync_dir
 from broker.log.config import LogConfig
@@ -267,6 +268,9 @@ class Log(LogTransactions):
         """Append batches that already carry offsets (replication); see
         append.follower_batches for what is refused. None if nothing was appended."""
         self._check_online()
+        start = start_inside_first_batch(records, self.log_start_offset, self.log_end_offset)
+        if start is not None:  # an empty log, the leader's start inside this first batch
+            self.truncate_fully_and_start_at(start)
         valid, headers = follower_batches(records, self.log_end_offset)
         if not headers:
             return None

@@ -447,9 +447,13 @@ class ReplicaManager:
                 part.check_leader_epoch(epoch)
             start, leo = log_.log_start_offset, log_.log_end_offset
             if offset < start or offset > leo:
-                raise KafkaError(
+                # with our log start: a follower whose log ends before it starts over
+                # there (Kafka's follower asks for it with ListOffsets) instead of
+                # truncating and fetching from its own end again, for ever
+                return FetchResult(
                     ErrorCode.offset_out_of_range,
-                    f"follower {replica_id} fetch offset {offset} is outside [{start}, {leo}]",
+                    high_watermark=log_.high_watermark,
+                    log_start_offset=start,
                 )
             if part.update_follower(replica_id, offset, log_start_offset, now):
                 self._propose_isr(part, sorted(set(part.isr) | {replica_id}), "expand")
