@@ -174,7 +174,11 @@ class Controller:
             threading.Thread(
                 target=self._rebalance_timer, name="leader-rebalance", daemon=True
             ).start()
-        DataWatch(self.client, ControllerZNode.path, lambda data, _s: self._events.put(("elect",)))
+        DataWatch(
+            self.client,
+            ControllerZNode.path,
+            lambda data, _s: self._events.put(("elect",), urgent=True),
+        )
         self.client.add_listener(self._session_listener)
 
     def _rebalance_timer(self) -> None:
@@ -202,10 +206,12 @@ class Controller:
                 event[1].set_exception(NotControllerError(f"broker {self.broker_id} is stopping"))
 
     def _session_listener(self, state) -> None:
+        # urgent: nothing queued may act as controller after its session is gone (Kafka's
+        # clearAndPut(Expire)), and a shutdown must not overtake a change of controller
         if state == KazooState.LOST:
-            self._events.put(("resign",))
+            self._events.put(("resign",), urgent=True)
         elif state == KazooState.CONNECTED:
-            self._events.put(("elect",))
+            self._events.put(("elect",), urgent=True)
 
     # -- event thread --------------------------------------------------------------------
     def _run(self) -> None:
@@ -476,7 +482,11 @@ class Controller:
                 self.client, DeleteTopicsZNode.path, lambda c: self._events.put(("deletes", c))
             )
             ChildrenWatch(
-                self.client, BrokerIdsZNode.path, lambda c: self._events.put(("brokers", c))
+                # urgent, in order with shutdowns: a ControlledShutdown must see the live
+                # brokers and broker epochs the registrations before it made
+                self.client,
+                BrokerIdsZNode.path,
+                lambda c: self._events.put(("brokers", c), urgent=True),
             )
             DataWatch(self.client, PreferredReplicaElectionZNode.path, self._preferred_watch)
             DataWatch(self.client, REASSIGN_PATH, self._reassign_watch)

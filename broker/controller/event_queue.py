@@ -7,7 +7,10 @@ than the stopping broker's ``controller.socket.timeout.ms``. Here such an event 
 to an urgent lane the controller thread empties first, so it waits at most for the
 event being handled. That is safe for a controlled shutdown: it reads the partition
 states it changes from ZooKeeper and writes them conditionally, so the events it
-overtakes see its result as they would any other write.
+overtakes see its result as they would any other write. Broker registrations, elections
+and resignations go to the same lane, first in first out with the shutdowns: a shutdown
+sees the live brokers and broker epochs of every registration before it, and never runs
+after this broker lost its session or the controllership changed.
 """
 
 from __future__ import annotations
