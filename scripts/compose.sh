@@ -32,6 +32,25 @@ if [ ! -s "$QUILL_GRAFANA_PASSWORD_FILE" ]; then
 fi
 compose() { docker-compose "${COMPOSE_FILES[@]}" "$@"; }
 
+# docker-compose 1.29 builds an image once for every service that names it (quill:latest
+# six times, quill-zookeeper three: 8.5 s even when cached): build one service per image
+# (of the active profiles), the others run what it built. python3-yaml comes with
+# Debian's docker-compose. Service names among the arguments build just those.
+build() {
+    local arg
+    for arg in "$@"; do [[ "$arg" == -* ]] || { compose build "$@"; return; }; done
+    # shellcheck disable=SC2046
+    compose build "$@" $(compose config | python3 -c '
+import os, sys, yaml
+active = set(filter(None, os.environ.get("COMPOSE_PROFILES", "").split(",")))
+seen = {}
+for name, service in sorted(yaml.safe_load(sys.stdin)["services"].items()):
+    profiles = set(service.get("profiles") or ())
+    if service.get("build") and (not profiles or profiles & active):
+        seen.setdefault(service.get("image", name), name)
+print(" ".join(seen.values()))')
+}
+
 scripts/docker-engine.sh
 export QUILL_BASE_IMAGE="${QUILL_BASE_IMAGE:-$(scripts/base-image.sh)}"
 # the worker restarts broker containers through the mounted socket: it needs its group
@@ -70,12 +89,12 @@ case "${1:-up}" in
 build)
     shift || true
     say "building on $QUILL_BASE_IMAGE"
-    compose build "$@"
+    build "$@"
     ;;
 up)
     shift || true
     say "building on $QUILL_BASE_IMAGE"
-    compose build
+    build
     compose up -d "$@"
     wait_healthy
     compose logs --no-color console | grep -B 1 -A 3 "first admin login" | sed 's/^[^|]*| //' || true
