@@ -23,7 +23,8 @@ partitions, RF 3, min.insync.replicas=2, 100-byte records. Rows:
   partitions around, nobody producing: what follower fetch rounds cost at rest;
 - bulk with idle partitions around: ``--idle-partitions`` more partitions (RF 3, never
   written) are created, then kcat writes ``--bulk-records`` with acks=all and acks=1;
-  the ratio is the cost of replication.
+  the ratio is the cost of replication, and the brokers' CPU per record (utime + stime,
+  the three together, over each kcat run) is printed beside it;
 
 - floor (rows floor0, floor5): the fixed-rate acks=all producer against librdkafka's
   mock cluster (no broker; the mock answers inside the client): the client's own share
@@ -331,16 +332,23 @@ def run_rows(label: str, src: Path | None, args) -> list[dict]:
             create_topic(bs, "idle", args.idle_partitions, 3, TOPIC_CONFIG)
             time.sleep(5)  # let every follower settle into its fetch rounds
             add(f"idle, {args.idle_partitions} idle partitions", idle_cpu(cluster, 10.0))
-        bulk = {}
+        bulk, cpu_us = {}, {}
+        pids = [proc.pid for proc in cluster.brokers.values()]
         for acks in ("all", "1"):
             create_topic(bs, f"bulk-{acks}", 6, 3, TOPIC_CONFIG)
+            before = machine_cpu.snapshot()
             bulk[acks] = kcat_produce(bs, f"bulk-{acks}", args.bulk_records, 100, acks)
+            after = machine_cpu.snapshot()
+            used = sum(machine_cpu.used_seconds(before, after, pid) for pid in pids)
+            cpu_us[acks] = used / args.bulk_records * 1e6
         add(
             f"bulk kcat, {args.idle_partitions} idle partitions",
             {
                 "acks_all_per_sec": bulk["all"],
                 "acks_1_per_sec": bulk["1"],
                 "ratio": bulk["all"] / bulk["1"],
+                "brokers_us_per_record_acks_all": cpu_us["all"],
+                "brokers_us_per_record_acks_1": cpu_us["1"],
             },
         )
     return rows
@@ -364,7 +372,9 @@ def print_table(rows: list[dict]) -> None:
         elif "ratio" in r:
             print(
                 f"| {r['label']} | {r['test']} | acks=all {r['acks_all_per_sec']:,.0f}, "
-                f"acks=1 {r['acks_1_per_sec']:,.0f} ({r['ratio']:.2f}x) | | | | |"
+                f"acks=1 {r['acks_1_per_sec']:,.0f} ({r['ratio']:.2f}x) | | | | brokers' CPU "
+                f"per record: acks=all {r['brokers_us_per_record_acks_all']:.2f} µs, acks=1 "
+                f"{r['brokers_us_per_record_acks_1']:.2f} µs |"
             )
         else:
             cpu = machine_cpu.describe(r["cpu"]) if "cpu" in r else ""

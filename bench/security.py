@@ -2,14 +2,21 @@
 broker in one run, and SASL authentications per second.
 
     python bench/security.py [--records 200000] [--record-size 1000] [--rounds 3]
-                             [--auth-seconds 5] [--profile] [--json out.json]
+                             [--auth-seconds 5] [--profile] [--baseline REF]
+                             [--only-throughput] [--json out.json]
 
 One broker with three listeners: PLAINTEXT, SASL_SSL (SCRAM-SHA-512, TLS 1.3 with an
 ECDSA P-256 certificate from a CA made for the run) and SASL_PLAINTEXT (PLAIN and
 SCRAM-SHA-512). A 6-partition topic; confluent-kafka (librdkafka) produces
 ``--records`` values of ``--record-size`` bytes (acks=1, linger.ms 5) and one consumer
 reads them all back, once per listener per round, the listeners alternating; each
-figure is the best of ``--rounds``, and the ratio is SASL_SSL over PLAINTEXT.
+figure is the best of ``--rounds``, and the ratio is SASL_SSL over PLAINTEXT. Beside
+each, the broker's CPU (utime + stime from /proc) per MB of values, summed over every
+round: less disturbed by the machine's other work than records/s.
+
+``--baseline REF`` first runs the same on the broker of git ref REF (exported with
+``git archive``), then on this tree: before and after in one run.
+``--only-throughput`` skips the authentication rates.
 
 Authentications per second: for ``--auth-seconds`` each, 4 threads open connections in
 a loop, each one a full exchange with our own client (broker/client, the inter-broker
@@ -39,7 +46,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.acks_all import export_tree  # noqa: E402
 from bench.localstack import emit, local_cluster  # noqa: E402
+from bench.machine_cpu import cpu_model  # noqa: E402
 from bench.throughput import create_topic  # noqa: E402
 from broker.client.connection import BrokerConnection  # noqa: E402
 from broker.client.security import ClientSecurity  # noqa: E402
@@ -56,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--auth-seconds", type=float, default=5.0)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--baseline", help="git ref whose broker runs first, for a before column")
+    p.add_argument("--only-throughput", action="store_true", help="no authentication rates")
     p.add_argument("--json")
     return p
 
@@ -167,12 +178,36 @@ def _profile(pid: int, work) -> dict:
 
 def main() -> int:
     args = _parser().parse_args()
-    with tempfile.TemporaryDirectory(prefix="quill-bench-pki-") as pki_dir:
-        return run(args, Path(pki_dir))
+    trees = [(None, "this tree")]
+    if args.baseline:
+        trees.insert(0, (export_tree(args.baseline), f"before ({args.baseline})"))
+        trees[1] = (None, "after (this tree)")
+    results = {}
+    for src, label in trees:
+        with tempfile.TemporaryDirectory(prefix="quill-bench-pki-") as pki_dir:
+            results[label] = run(args, Path(pki_dir), src)
+    for label, result in results.items():
+        rates, cpu = result["records_per_s"], result["broker_cpu_ms_per_mb"]
+        print(
+            f"{cpu_model()} | {label} | produce records/s PLAINTEXT {rates['PLAINTEXT']['produce']:,}"
+            f" SASL_SSL {rates['SASL_SSL']['produce']:,}"
+            f" ({result['sasl_ssl_over_plaintext']['produce']}x) | broker ms CPU per MB"
+            f" {cpu['PLAINTEXT']['produce']} / {cpu['SASL_SSL']['produce']}"
+            f" | consume {rates['PLAINTEXT']['consume']:,} / {rates['SASL_SSL']['consume']:,}"
+            f" ({result['sasl_ssl_over_plaintext']['consume']}x), ms per MB"
+            f" {cpu['PLAINTEXT']['consume']} / {cpu['SASL_SSL']['consume']}"
+        )
+    return emit(results if args.baseline else results["this tree"], args.json)
 
 
-def run(args, pki_dir: Path) -> int:
-    """The benchmark, with the broker's certificate from the stack's CA code in ``pki_dir``."""
+def _broker_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(args, pki_dir: Path, src: Path | None = None) -> dict:
+    """The benchmark, with the broker's certificate from the stack's CA code in ``pki_dir``
+    and the broker of source tree ``src`` (this one by default)."""
     from quill_stack import ports, tls
 
     keystore = tls.issue(pki_dir, "broker", ("localhost", "127.0.0.1")).keystore
@@ -193,7 +228,7 @@ def run(args, pki_dir: Path) -> int:
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
     }
-    with local_cluster(1, overrides) as cluster:
+    with local_cluster(1, overrides, src=src) as cluster:
         from kazoo.client import KazooClient
 
         zk = KazooClient(hosts=cluster.zk_connect)
@@ -214,16 +249,28 @@ def run(args, pki_dir: Path) -> int:
             },
         }
         best: dict[str, dict[str, float]] = {k: {"produce": 0, "consume": 0} for k in confs}
+        cpu_s: dict[str, dict[str, float]] = {k: {"produce": 0, "consume": 0} for k in confs}
+        broker_pid = next(iter(cluster.brokers.values())).pid
         for _ in range(args.rounds):
             for name, conf in confs.items():
-                rate = _produce(conf, args.records, args.record_size)
-                best[name]["produce"] = max(best[name]["produce"], rate)
-                best[name]["consume"] = max(best[name]["consume"], _consume(conf, args.records))
+                for op in ("produce", "consume"):
+                    started = _broker_s(broker_pid)
+                    if op == "produce":
+                        rate = _produce(conf, args.records, args.record_size)
+                    else:
+                        rate = _consume(conf, args.records)
+                    best[name][op] = max(best[name][op], rate)
+                    cpu_s[name][op] += _broker_s(broker_pid) - started
         mb = args.record_size / 1e6
+        total_mb = args.rounds * args.records * mb
         results: dict = {
             "settings": vars(args),
             "records_per_s": {k: {o: round(v) for o, v in d.items()} for k, d in best.items()},
             "mb_per_s": {k: {o: round(v * mb, 1) for o, v in d.items()} for k, d in best.items()},
+            "broker_cpu_ms_per_mb": {
+                k: {o: round(1000 * v / total_mb, 2) for o, v in d.items()}
+                for k, d in cpu_s.items()
+            },
             "sasl_ssl_over_plaintext": {
                 o: round(best["SASL_SSL"][o] / best["PLAINTEXT"][o], 2)
                 for o in ("produce", "consume")
@@ -241,10 +288,11 @@ def run(args, pki_dir: Path) -> int:
                 ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", USER, PASSWORD),
             ),
         }
-        results["authentications_per_s"] = {
-            name: round(_auth_rate("127.0.0.1", port, sec, args.auth_seconds), 1)
-            for name, (port, sec) in cases.items()
-        }
+        if not args.only_throughput:
+            results["authentications_per_s"] = {
+                name: round(_auth_rate("127.0.0.1", port, sec, args.auth_seconds), 1)
+                for name, (port, sec) in cases.items()
+            }
         if args.profile:
             pid = next(iter(cluster.brokers.values())).pid
             conf = confs["SASL_SSL"]
@@ -255,7 +303,7 @@ def run(args, pki_dir: Path) -> int:
                     _consume(conf, args.records),
                 ),
             )
-    return emit(results, args.json)
+    return results
 
 
 if __name__ == "__main__":
