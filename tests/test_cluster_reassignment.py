@@ -127,6 +127,28 @@ def test_reassignment_by_znode_and_bad_requests(cluster_factory):
         lambda: cluster.zk_client().exists("/admin/reassign_partitions") is None,
         what="request znode removed",
     )
+    # completing a reassignment moves the leader epoch on even where the leader stays (as
+    # Kafka's controller does): the replica it removes from the ISR is fenced
+    wait_until(
+        lambda: sorted(partition_state(cluster, topic, 0)["isr"]) == [2, 3],
+        timeout=60,
+        what="both replicas in sync",
+    )
+    before = partition_state(cluster, topic, 0)
+    leader = before["leader"]
+    removed = 5 - leader  # the other of 2 and 3
+    w = WireClient("127.0.0.1", _controller(cluster).port)
+    code, part = _reassign(w, topic, 0, [leader, 1])
+    assert code == ErrorCode.none and part.error_code == ErrorCode.none
+    w.close()
+    wait_until(
+        lambda: _assignment(cluster, topic)["partitions"]["0"] == [leader, 1],
+        timeout=60,
+        what="reassignment keeping the leader",
+    )
+    after = partition_state(cluster, topic, 0)
+    assert after["leader"] == leader and removed not in after["isr"]
+    assert after["leader_epoch"] > before["leader_epoch"], (before, after)
 
 
 def _dir_bytes(path: Path) -> int:

@@ -117,7 +117,7 @@ class Reassigner:
             return
         new = LeaderAndIsr(
             leader,
-            state.leader_epoch + (leader != state.leader),
+            state.leader_epoch + 1,  # a new ISR is a new epoch: the removed replicas are fenced
             isr or list(state.isr),
             self.c.epoch,
             state.zk_version,
@@ -188,17 +188,13 @@ class Reassigner:
             leader = next((b for b in target if b in state.isr and b in live), -1)
             if leader < 0:
                 return False
+        # As Kafka's controller on completion: the leader epoch moves on even when the
+        # leader stays, so the removed replicas' fetches and anything that still names the
+        # old replica set are fenced (FENCED_LEADER_EPOCH) rather than answered.
         new_isr = [b for b in state.isr if b in target]
-        if leader != state.leader or new_isr != state.isr:
-            new = LeaderAndIsr(
-                leader,
-                state.leader_epoch + (leader != state.leader),
-                new_isr,
-                self.c.epoch,
-                state.zk_version,
-            )
-            if zk.update_partition_state(topic, partition, new) is None:
-                return False
+        new = LeaderAndIsr(leader, state.leader_epoch + 1, new_isr, self.c.epoch, state.zk_version)
+        if zk.update_partition_state(topic, partition, new) is None:
+            return False
         assignment.partitions[partition] = list(target)
         assignment.adding_replicas.pop(partition, None)
         assignment.removing_replicas.pop(partition, None)
