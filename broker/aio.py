@@ -55,6 +55,17 @@ class Deadlines:
         finally:
             self._due.pop(fut, None)
 
+    def track(self, fut: Any, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+        """As ``wait``, for what no coroutine awaits: ``fut`` (anything with ``done()`` and
+        ``set_exception``) gets TimeoutError after ``timeout_s`` unless ``untrack``ed."""
+        deadline = loop.time() + timeout_s
+        self._due[fut] = (deadline, False)
+        if deadline < self._timer_at or loop is not self._loop:
+            self._arm(loop, deadline)
+
+    def untrack(self, fut: Any) -> None:
+        self._due.pop(fut, None)
+
     def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         if self._timer is not None:
             self._timer.cancel()

@@ -135,3 +135,75 @@ def test_each_request_times_out_on_its_own_deadline_and_later_answers_still_land
         server.close()
 
     asyncio.run(main())
+
+
+def test_send_now_hands_the_answer_over_in_the_read_callback_that_brings_it() -> None:
+    """send_now (a follower's chained fetch rounds): the answer reaches its function
+    inside the transport's read callback, before anything the loop had queued runs; a
+    timeout and a hang-up reach the error function, once each, and leave nothing
+    pending."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        arrived = asyncio.Event()
+
+        async def handler(reader, writer):
+            first = await read_request(reader)
+            await arrived.wait()
+            writer.write(api_versions_answer(first, 35))
+            await read_request(reader)  # never answered: times out
+            await read_request(reader)  # answered by a hang-up
+            writer.close()
+
+        server, port = await serve(handler)
+        conn = await connected(port)
+        seen: list = []
+        ran_between: list = []
+
+        def on_answer(answer) -> None:
+            seen.append(("answer", answer.error_code, bool(ran_between)))
+
+        assert conn.can_send_now()
+        conn.send_now(18, 0, {}, 10.0, None, on_answer, lambda exc: seen.append(exc))
+        await asyncio.sleep(0.05)
+
+        def queued() -> None:  # queued before the answer's read; must run after it
+            ran_between.append(True)
+
+        original = conn._answer
+
+        def answer_then_queue(frame: bytes) -> None:
+            original(frame)
+            loop.call_soon(queued)
+
+        conn._answer = answer_then_queue
+        arrived.set()
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == [("answer", 35, False)]  # in the read callback, not a later turn
+        assert conn._pending == {}
+        conn._answer = original
+
+        errors: list = []
+        conn.send_now(18, 0, {}, 0.2, None, seen.append, errors.append)
+        for _ in range(300):
+            if errors:
+                break
+            await asyncio.sleep(0.01)
+        assert [type(e) for e in errors] == [TimeoutError] and conn._pending == {}
+
+        conn.send_now(18, 0, {}, 30.0, None, seen.append, errors.append)
+        for _ in range(300):
+            if len(errors) > 1:
+                break
+            await asyncio.sleep(0.01)
+        assert [type(e) for e in errors] == [TimeoutError, ConnectionClosed]
+        assert len(seen) == 1 and not conn.connected and not conn.can_send_now()
+        await asyncio.sleep(0.3)  # the timeout of the one that failed must not fire again
+        assert len(errors) == 2
+        await conn.close()
+        server.close()
+
+    asyncio.run(main())

@@ -17,7 +17,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import is_dataclass
 from typing import Any
 
@@ -106,6 +106,34 @@ class _AnswerProtocol(asyncio.streams.FlowControlMixin):
         return self._closed  # StreamWriter.wait_closed
 
 
+class _Callback:
+    """``send_now``'s stand-in for a request's future: the answer or the failure goes
+    straight to a function, once."""
+
+    __slots__ = ("_on_answer", "_on_error", "_conn", "_correlation_id", "_done")
+
+    def __init__(self, on_answer, on_error, conn: BrokerConnection, correlation_id: int) -> None:
+        self._on_answer, self._on_error = on_answer, on_error
+        self._conn, self._correlation_id = conn, correlation_id
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, answer: Any) -> None:
+        if not self._done:
+            self._done = True
+            self._conn._deadlines.untrack(self)
+            self._on_answer(answer)
+
+    def set_exception(self, exc: BaseException) -> None:
+        if not self._done:
+            self._done = True
+            self._conn._deadlines.untrack(self)
+            self._conn._pending.pop(self._correlation_id, None)  # timed out: forget it
+            self._on_error(exc)
+
+
 class BrokerConnection:
     def __init__(
         self, host: str, port: int, client_id: str, security: ClientSecurity | None = None
@@ -179,13 +207,14 @@ class BrokerConnection:
         if entry is None:
             return
         api_key, version, fut, decode = entry
-        if not fut.done():
-            try:
-                fut.set_result(
-                    decode(frame) if decode else parse_response(api_key, version, frame)[1]
-                )
-            except Exception as exc:  # noqa: BLE001 - a bad response fails one call
-                fut.set_exception(exc)
+        if fut.done():
+            return
+        try:
+            answer = decode(frame) if decode else parse_response(api_key, version, frame)[1]
+        except Exception as exc:  # noqa: BLE001 - a bad response fails one call
+            fut.set_exception(exc)
+            return
+        fut.set_result(answer)  # a send_now request's answer is handled here, at once
 
     def _fail(self, exc: Exception) -> None:
         pending, self._pending = self._pending, {}
@@ -217,6 +246,40 @@ class BrokerConnection:
             await asyncio.shield(self._reauth)
         return await self._request(api_key, version, body, timeout_s, decode)
 
+    def can_send_now(self) -> bool:
+        """Whether ``send_now`` may be used: connected, and no SASL re-authentication due
+        (that one waits for its exchange: ``request``)."""
+        return self.connected and self._reauth is None and self._reauth_at is None
+
+    def send_now(
+        self,
+        api_key: int,
+        version: int,
+        body: dict,
+        timeout_s: float,
+        decode: Any,
+        on_answer: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        """Send one request (``can_send_now()`` first) with no coroutine waiting for it:
+        its answer goes to ``on_answer`` from the read callback that brings it, in the
+        same loop turn; a timeout, a lost connection or an answer that cannot be read goes
+        to ``on_error``. A follower's fetch round trip, every round (issue 24): no task
+        to wake, no turn of the loop between the answer and the next request."""
+        correlation_id = next(self._ids)
+        callback = _Callback(on_answer, on_error, self, correlation_id)
+        self._pending[correlation_id] = (api_key, version, callback, decode)
+        self._deadlines.track(callback, asyncio.get_running_loop(), timeout_s)
+        self._transport.write(self._frame(api_key, version, correlation_id, body))
+
+    def _frame(self, api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+        if api_key == 1 and version == FOLLOWER_FETCH_VERSION and isinstance(body, dict):
+            return encode_fetch_request(correlation_id, self.client_id, body)  # hot: by hand
+        payload = body if is_dataclass(body) else build(request_schema(api_key, version), body)
+        return encode_request(
+            RequestHeader(api_key, version, correlation_id, self.client_id), payload
+        )
+
     async def _request(
         self,
         api_key: int,
@@ -229,13 +292,7 @@ class BrokerConnection:
         if transport is None or transport.is_closing():  # self.connected, in one call
             raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
         correlation_id = next(self._ids)
-        if api_key == 1 and version == FOLLOWER_FETCH_VERSION and isinstance(body, dict):
-            frame = encode_fetch_request(correlation_id, self.client_id, body)  # hot: by hand
-        else:
-            payload = body if is_dataclass(body) else build(request_schema(api_key, version), body)
-            frame = encode_request(
-                RequestHeader(api_key, version, correlation_id, self.client_id), payload
-            )
+        frame = self._frame(api_key, version, correlation_id, body)
         fut = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, fut, decode)
         try:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..client.connection import BrokerConnection, follower_fetch_answer
 from ..client.security import ClientSecurity
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.fetch_response import FollowerFetchAnswer
 from .fetch_session_handler import FetchSessionHandler
 from .rounds import share_due
 from .throttle import UNTHROTTLED
@@ -82,6 +83,7 @@ class ReplicaFetcher:
         self.fetching = False  # a Fetch is out (parked at the leader, maybe)
         self.interrupted = False  # ... and a partition came meanwhile: it is being dropped
         self._closing: asyncio.Future | None = None
+        self._chain: asyncio.Future | None = None  # rounds chained from the read callback
         self.task = asyncio.ensure_future(self._run())
 
     # -- the partition set, and each partition's request fields ----------------------------
@@ -284,9 +286,84 @@ class ReplicaFetcher:
 
     async def _fetch_once(self) -> bool:
         """One Fetch round trip in this leader's fetch session (the leader parks it up
-        to replica.fetch.wait.max.ms and answers as soon as it appends). True when the
-        next one should go at once: any partition answered without error, or none had
-        news; False when nothing is fetchable or every answer failed (then back off)."""
+        to replica.fetch.wait.max.ms and answers as soon as it appends), then, while
+        nothing needs this task (no truncation, no backoff, no new partition), the rounds
+        after it from the read callback that brings each answer (``_chain``). True when
+        the next one should go at once: any partition answered without error, or none
+        had news; False when nothing is fetchable or every answer failed (then back off)."""
+        fetch = self._next_fetch()
+        if fetch is None:
+            return False
+        self.fetching = True
+        self.requests += 1
+        try:
+            resp = await self.conn.request(
+                1, 12, fetch[0], timeout_s=fetch[1], decode=follower_fetch_answer
+            )
+        finally:
+            self.fetching = False
+        healthy = self._take_answer(resp)
+        if not healthy or not self._steady():
+            return healthy
+        loop = asyncio.get_running_loop()
+        self._chain = chain = loop.create_future()
+        try:
+            if not self._send_chained():
+                return True
+            return await chain
+        finally:
+            self._chain = None
+            self.fetching = False
+
+    def _steady(self) -> bool:
+        """Whether the next round may go from the read callback: nothing awaits
+        truncation or sits out a backoff, no partition was added meanwhile, and the
+        connection can send at once."""
+        conn = self.conn
+        return (
+            not self.unready
+            and bool(self.partitions)
+            and not self.interrupted
+            and conn is not None
+            and conn.can_send_now()
+        )
+
+    def _send_chained(self) -> bool:
+        fetch = self._next_fetch()
+        if fetch is None:
+            return False
+        self.fetching = True
+        self.requests += 1
+        self.conn.send_now(
+            1, 12, fetch[0], fetch[1], follower_fetch_answer, self._chained, self._chain_failed
+        )
+        return True
+
+    def _chained(self, resp: FollowerFetchAnswer) -> None:
+        """A chained round's answer, in the read callback: apply it, and send the next
+        round at once while steady; else hand back to ``_run``."""
+        self.fetching = False
+        chain = self._chain
+        if chain is None or chain.done():  # the task was cancelled meanwhile (shutdown)
+            return
+        try:
+            healthy = self._take_answer(resp)
+            if healthy and self._steady() and self._send_chained():
+                return
+        except Exception as exc:  # noqa: BLE001 - _run logs it and reconnects, as before
+            chain.set_exception(exc)
+            return
+        chain.set_result(healthy)
+
+    def _chain_failed(self, exc: BaseException) -> None:
+        self.fetching = False
+        chain = self._chain
+        if chain is not None and not chain.done():
+            chain.set_exception(exc)
+
+    def _next_fetch(self) -> tuple[dict, float] | None:
+        """The next Fetch request's body and timeout, its session fields built (the
+        session expects it sent); None when nothing is fetchable."""
         now = asyncio.get_running_loop().time()
         soonest = None  # when a partition left out of this fetch becomes fetchable
         back = []  # their backoff is over
@@ -314,7 +391,7 @@ class ReplicaFetcher:
             wanted = {k: f for k, f in wanted.items() if not self.manager.is_throttled(*k)}
             changed = None
         if not wanted:
-            return False
+            return None
         cfg = self.manager.config
         max_wait_ms = cfg["replica.fetch.wait.max.ms"]
         if soonest is not None:  # do not park past the moment it can join
@@ -322,26 +399,19 @@ class ReplicaFetcher:
         session_fields = self.session.build(wanted, changed)
         self.dirty = set()
         self.full_diff = throttled  # the session holds the filtered set: compare all next
-        self.fetching = True
-        self.requests += 1
-        try:
-            resp = await self.conn.request(
-                1,
-                12,
-                {
-                    "replica_id": self.manager.broker_id,
-                    "max_wait": max_wait_ms,
-                    "min_bytes": 1,
-                    "max_bytes": cfg["replica.fetch.response.max.bytes"],
-                    "isolation_level": 0,
-                    **session_fields,
-                    "rack_id": "",
-                },
-                timeout_s=max_wait_ms / 1000.0 + 30,
-                decode=follower_fetch_answer,  # by hand in the usual shape: no kio objects
-            )
-        finally:
-            self.fetching = False
+        body = {
+            "replica_id": self.manager.broker_id,
+            "max_wait": max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": cfg["replica.fetch.response.max.bytes"],
+            "isolation_level": 0,
+            **session_fields,
+            "rack_id": "",
+        }
+        return body, max_wait_ms / 1000.0 + 30
+
+    def _take_answer(self, resp: FollowerFetchAnswer) -> bool:
+        """Apply a Fetch answer: True when the next round should go at once."""
         if not self.session.handle_response(resp):
             log.info(
                 "fetch session with leader %d refused (%s); starting a new one",
