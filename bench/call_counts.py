@@ -138,6 +138,7 @@ EVENTS = (
     ),
     ("follower fetch rounds", ("replica/fetch_session_handler.py:FetchSessionHandler.build",)),
     ("reads (data_received)", ("server/network.py:Connection.data_received",)),
+    ("loop turns (event loop iterations)", ("asyncio/base_events.py:BaseEventLoop._run_once",)),
 )
 
 
