@@ -34,6 +34,7 @@ from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAF
 
 from broker.security.jaas import parse_jaas_file
 
+from .poll_handler import PollingHandler
 from .znodes import SENSITIVE_ROOT_PATHS
 
 JAAS_CONFIG_KEY = "java.security.auth.login.config"
@@ -172,4 +173,5 @@ def zk_client(
         )
     if credentials is not None:
         kwargs["sasl_options"] = credentials.sasl_options()
+    kwargs.setdefault("handler", PollingHandler())  # one poll per select (poll_handler.py)
     return PolicyKazooClient(hosts=connect, timeout=timeout, secure_acls=set_acl, **kwargs)
