@@ -149,6 +149,40 @@ def test_reassignment_by_znode_and_bad_requests(cluster_factory):
     after = partition_state(cluster, topic, 0)
     assert after["leader"] == leader and removed not in after["isr"]
     assert after["leader_epoch"] > before["leader_epoch"], (before, after)
+    # cancelling one moves it on too, with leader and ISR as they were: a replica being
+    # added (a paused broker's here, so the move cannot finish first) is fenced
+    controller = _controller(cluster)
+    spare = max(b for b in (1, 2, 3) if b != controller.id)
+    kept = sorted({1, 2, 3} - {spare})
+    other = f"cancel-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(other, num_partitions=1, replica_assignment=[kept])])[
+        other
+    ].result(30)
+    wait_until(
+        lambda: sorted(partition_state(cluster, other, 0)["isr"]) == kept,
+        timeout=60,
+        what="the new topic in sync",
+    )
+    before = partition_state(cluster, other, 0)
+    cluster.broker(spare).pause()
+    try:
+        w = WireClient("127.0.0.1", controller.port)
+        code, part = _reassign(w, other, 0, [*kept, spare])
+        assert code == ErrorCode.none and part.error_code == ErrorCode.none
+        wait_until(
+            lambda: _assignment(cluster, other)["adding_replicas"].get("0") == [spare],
+            timeout=60,
+            what="the move under way",
+        )
+        code, part = _reassign(w, other, 0, None)  # cancel
+        assert code == ErrorCode.none and part.error_code == ErrorCode.none
+        w.close()
+    finally:
+        cluster.broker(spare).resume()
+    assert _assignment(cluster, other)["partitions"]["0"] == kept
+    after = partition_state(cluster, other, 0)
+    assert after["leader"] == before["leader"] and sorted(after["isr"]) == kept
+    assert after["leader_epoch"] > before["leader_epoch"], (before, after)
 
 
 def _dir_bytes(path: Path) -> int:

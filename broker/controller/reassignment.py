@@ -113,8 +113,8 @@ class Reassigner:
         if leader not in original:
             live = self.c.live_brokers()
             leader = next((b for b in isr if b in live), -1)
-        if leader == state.leader and isr == state.isr:
-            return
+        # written even when leader and ISR stay: the next leader epoch fences the replicas
+        # the cancel takes away (a leader keeps a follower of its epoch fetching)
         new = LeaderAndIsr(
             leader,
             state.leader_epoch + 1,  # a new ISR is a new epoch: the removed replicas are fenced

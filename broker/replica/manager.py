@@ -173,6 +173,8 @@ class ReplicaManager:
                 )  # fmt: skip
             else:
                 part.state = state  # an ISR change of ours (or the controller's) came back
+                for gone in [b for b in part.followers if b not in state.replicas]:
+                    del part.followers[gone]  # not a replica any more: its fetches are refused
                 if part.pending_isr is not None and sorted(state.isr) == sorted(part.pending_isr):
                     part.pending_isr = None
                 part.maybe_advance_high_watermark()
