@@ -10,10 +10,13 @@ record -e cpu-clock`` of a broker taking a bulk produce shows it as
 --baseline`` measured the broker's CPU per MB of produced 1,000-byte values at 3.83 ms
 before and 3.03 ms after (docs/benchmarks.md).
 
-So the broker keeps up to ``TRIM_THRESHOLD`` free at the heap's top, and allocations
-under ``MMAP_THRESHOLD`` come from the heap instead of a fresh ``mmap`` each (setting
-either turns glibc's dynamic thresholds off, so both are set). The cost is resident
-memory the process may keep after a burst: at most those 64 MiB.
+So the broker keeps up to ``TRIM_THRESHOLD`` free at the top of each malloc arena, and
+allocations under ``MMAP_THRESHOLD`` come from the heap instead of a fresh ``mmap`` each
+(setting either turns glibc's dynamic thresholds off, so both are set, the mmap one at
+the 32 MiB glibc's dynamic one may grow to: above any response or request buffer a
+broker makes with Kafka's default sizes, e.g. replica.fetch.response.max.bytes 10 MiB).
+The cost is resident memory the process may keep after a burst: up to 16 MiB per arena
+(the main one, and one per thread that allocates: ZooKeeper's, the executor's).
 
 An operator's own ``MALLOC_TRIM_THRESHOLD_`` / ``MALLOC_MMAP_THRESHOLD_`` (glibc's
 environment tunables) win: nothing is changed then. Other C libraries (musl) are left
@@ -29,8 +32,8 @@ import platform
 
 log = logging.getLogger(__name__)
 
-TRIM_THRESHOLD = 64 * 1024 * 1024
-MMAP_THRESHOLD = 4 * 1024 * 1024
+TRIM_THRESHOLD = 16 * 1024 * 1024  # dozens of 256 KiB read buffers
+MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's own ceiling for its dynamic threshold
 # mallopt's parameter numbers (glibc's malloc.h)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
