@@ -14,8 +14,11 @@ leader (its parked fetch) and at the follower (its request).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def _time_out(fut: asyncio.Future) -> None:
@@ -86,3 +89,24 @@ class Deadlines:
                 (_resolve if quiet else _time_out)(fut)
         if due:
             self._arm(loop, min(deadline for deadline, _quiet in due.values()))
+
+
+class AnswerFuture(asyncio.Future):
+    """A future whose completer then calls, in the same call, the functions in
+    ``at_once``: a done-callback runs a turn of the loop later, and the network layer
+    sends an acks=all produce's answer from here instead, in the call that moves the
+    high watermark (issue 24). A function that raises is logged and skipped."""
+
+    __slots__ = ("at_once",)
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(loop=loop)
+        self.at_once: list = []
+
+    def run_at_once(self) -> None:
+        calls, self.at_once = self.at_once, []
+        for fn in calls:
+            try:
+                fn(self)
+            except Exception:  # noqa: BLE001 - the completer goes on (the HW advance)
+                log.exception("a function waiting on an answer failed")

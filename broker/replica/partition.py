@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..aio import AnswerFuture
 from ..log.log import Log
 from ..protocol.errors import ErrorCode, KafkaError
 from .expiry import ExpiryBuckets
@@ -71,7 +72,7 @@ class DelayedProduce:
     def __init__(
         self, slots: int, timeout_s: float, finish=None, expiry: ExpiryBuckets | None = None
     ) -> None:
-        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.future = AnswerFuture(loop=asyncio.get_running_loop())
         self.flags = [False] * slots
         self.pending = slots
         self.finish = finish
@@ -112,11 +113,12 @@ class DelayedProduce:
         finish, self.finish = self.finish, None
         if finish is None:
             self.future.set_result(self.flags)
-            return
-        try:
-            self.future.set_result(finish(self.flags))
-        except Exception as exc:  # noqa: BLE001 - handed to whoever awaits the future
-            self.future.set_exception(exc)
+        else:
+            try:
+                self.future.set_result(finish(self.flags))
+            except Exception as exc:  # noqa: BLE001 - handed to whoever awaits the future
+                self.future.set_exception(exc)
+        self.future.run_at_once()  # the answer's connection sends it now
 
 
 @dataclass

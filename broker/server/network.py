@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..aio import AnswerFuture
 from ..protocol.framing import FrameDecoder, FrameSizeError
 from ..protocol.messages import ProtocolError
 from ..security.authenticator import SASL_MAX_RECEIVE_SIZE
@@ -157,9 +158,9 @@ class Connection(asyncio.Protocol):
         self.client_host = host_of(self.peer)  # request_context.client_host of its requests
         self._decoder = FrameDecoder()  # its limits are set on each read: SASL or not
         self._frames: deque[tuple[bytes, int]] = deque()  # (frame, arrival perf_counter_ns)
-        self._worker: asyncio.Task | None = None
+        self._worker: _Eager | None = None
         self._outbox: deque = deque()  # responses held behind a future, in request order
-        self._sender: asyncio.Future | None = None  # sending the outbox, waiting to write
+        self._sender: _Eager | asyncio.Task | None = None  # sending the outbox
         self._waiting_on: asyncio.Future | None = None  # the held response a send waits on
         self._out: list | None = None  # responses written but not yet given to the transport
         self._closed = False
@@ -379,7 +380,10 @@ class Connection(asyncio.Protocol):
                     if not response.done():
                         if self._waiting_on is not response:
                             self._waiting_on = response
-                            response.add_done_callback(self._start_sending)
+                            if isinstance(response, AnswerFuture):  # sent as it completes
+                                response.at_once.append(self._start_sending)
+                            else:
+                                response.add_done_callback(self._start_sending)
                         return
                     response = response.result()
                     waited = time.perf_counter_ns() - handled  # parked (Kafka's RemoteTime)
@@ -490,42 +494,91 @@ class Connection(asyncio.Protocol):
                 self.transport.abort()
 
 
-def _run_eagerly(coro: Any) -> asyncio.Future | None:
+def _run_eagerly(coro: Any) -> _Eager | None:
     """Run ``coro`` at once, in this callback, up to its first wait: the requests that
-    complete at once (most) are served without a Task or a turn of the loop. A Task
-    takes over only if it must wait (Python 3.12's eager tasks, by hand); None if done."""
+    complete at once (most) are served without a Task or a turn of the loop; one that
+    must wait goes on in an ``_Eager`` (None if done)."""
     try:
         first = coro.send(None)
     except StopIteration:
         return None
-    return asyncio.ensure_future(_Resumed(coro, first))
+    return _Eager(coro, first)
 
 
-class _Resumed:
-    """A coroutine already run up to its first wait (``first``, what it yielded), as an
-    awaitable a Task can go on with: what the Task sends or throws goes to it."""
+class _Eager:
+    """A coroutine run up to its first wait, then resumed from the done-callback of each
+    future it waits on: what a Task does, less the Task's first step. A Task taking over
+    a started coroutine spends a turn of the loop only to wait on the future the
+    coroutine already waits on; a follower's fetch parks at the leader on every acks=all
+    record, so that turn came with every record (issue 24). The coroutine runs in the
+    context of the callback that resumes it (asyncio copies it when the callback is
+    added, as a Task's steps do); ``cancel`` throws CancelledError into it at its wait,
+    as ``Task.cancel``. Only the network layer's two request coroutines run in one: they
+    never ask for ``asyncio.current_task()``."""
 
-    __slots__ = ("_coro", "_first")
+    __slots__ = ("_coro", "_waiting", "_cancelling", "_done", "_finished")
 
     def __init__(self, coro: Any, first: Any) -> None:
-        self._coro, self._first = coro, first
+        self._coro = coro
+        self._waiting: asyncio.Future | None = None
+        self._cancelling = False
+        self._done = False
+        self._finished: asyncio.Future | None = None  # made for whoever awaits this
+        self._wait_on(first)
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancel(self) -> bool:
+        if self._done:
+            return False
+        self._cancelling = True
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()  # its done-callback throws CancelledError in
+        return True
 
     def __await__(self):
-        coro, yielded = self._coro, self._first
-        while True:
-            try:
-                value = yield yielded
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # cancellation and the like go on to the coroutine
-                step, arg = coro.throw, exc
+        if self._finished is None:
+            self._finished = asyncio.get_running_loop().create_future()
+            if self._done:
+                self._finished.set_result(None)
+        return self._finished.__await__()
+
+    def _wait_on(self, yielded: Any) -> None:
+        if yielded is None:  # a bare yield (asyncio.sleep(0)): on at the next turn
+            self._waiting = None
+            asyncio.get_running_loop().call_soon(self._resume, None)
+            return
+        yielded._asyncio_future_blocking = False  # taken, as a Task takes it
+        self._waiting = yielded
+        yielded.add_done_callback(self._resume)
+
+    def _resume(self, fut: asyncio.Future | None) -> None:
+        self._waiting = None
+        coro = self._coro
+        try:
+            if self._cancelling or (fut is not None and fut.cancelled()):
+                self._cancelling = False
+                yielded = coro.throw(asyncio.CancelledError())
+            elif fut is not None and (exc := fut.exception()) is not None:
+                yielded = coro.throw(exc)
             else:
-                step, arg = coro.send, value
-            try:
-                yielded = step(arg)
-            except StopIteration as stop:
-                return stop.value
+                yielded = coro.send(None if fut is None else fut.result())
+        except StopIteration:
+            self._end()
+        except asyncio.CancelledError:
+            self._end()
+        except BaseException:
+            self._end()
+            raise  # the loop's exception handler logs it, as for any callback
+        else:
+            self._wait_on(yielded)
+
+    def _end(self) -> None:
+        self._done = True
+        if self._finished is not None and not self._finished.done():
+            self._finished.set_result(None)
 
 
 def _ready(outbox: deque) -> bool:
