@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -34,6 +33,7 @@ from tests.pipeline_helpers import (  # noqa: E402
     create_topic,
     latest_offsets,
     produce,
+    spark_site_env,
     start_copy,
     topic_name,
 )
@@ -337,7 +337,6 @@ KILL_BATCH = KILL_RECORDS // 2
 # runs ZooKeeper's), the tasks' Python workers importing pyspark from its cached
 # bytecode (pipeline.spark_daemon) rather than compiling Spark's pyspark.zip again, and
 # Spark's data source planning workers the same (tests/spark_site/sitecustomize.py).
-SPARK_SITE = Path(__file__).parent / "spark_site"
 FAST_START = (
     "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.python.daemon.module=pipeline.spark_daemon",
@@ -352,13 +351,6 @@ def test_the_spark_daemon_puts_sparks_zips_last():
         "/x/pyspark/python/lib/pyspark.zip",
         "/x/py4j-0.10.9.9-src.zip",
     ]
-
-
-def job_env() -> dict:
-    """The job's environment: tests/spark_site first on PYTHONPATH, so that every Python
-    process of the job (Spark's planning workers too) imports the installed pyspark."""
-    path = [str(SPARK_SITE), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def start_job(module, bootstrap, src, dst, checkpoint, log_path):
@@ -387,7 +379,7 @@ def start_job(module, bootstrap, src, dst, checkpoint, log_path):
     ]
     log = open(log_path, "ab")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=job_env()
+        cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=spark_site_env()
     )
     proc.log = log
     return proc
