@@ -14,10 +14,12 @@ order that can change from one attempt to the next.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -34,11 +36,36 @@ SPARK_CONF = {
 }
 
 
+# Its sitecustomize moves Spark's pyspark.zip behind the installed pyspark (the same
+# release, bytecode cached) in every Python process Spark starts: the data source
+# planning workers compiled pyspark from the zip each time (0.8 s of CPU a process,
+# several per query start). Spark gives its Python processes the PYTHONPATH the JVM
+# was started with, after its zips.
+SPARK_SITE = Path(__file__).parent / "spark_site"
+
+
+def spark_site_env() -> dict:
+    """This process's environment with tests/spark_site first on PYTHONPATH: for a
+    Spark driver (a job's process, or the JVM of the in-process session)."""
+    path = [str(SPARK_SITE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def get_spark():
     from pipeline import spark_session
 
-    # local[2,2]: a failed task is tried once more, as on a cluster (local[2] never retries)
-    return spark_session("local[2,2]", "quill-tests", SPARK_CONF)  # getOrCreate
+    # the JVM is launched with spark_site_env (its Python workers get that path); the
+    # tests' own subprocesses keep this process's PYTHONPATH
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = spark_site_env()["PYTHONPATH"]
+    try:
+        # local[2,2]: a failed task is tried once more, as on a cluster (local[2] never retries)
+        return spark_session("local[2,2]", "quill-tests", SPARK_CONF)  # getOrCreate
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 @pytest.fixture(scope="session")

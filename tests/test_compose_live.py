@@ -52,7 +52,9 @@ def _run(argv: list[str], env=None, timeout: float = 600, check: bool = True, **
     return result
 
 
-def _wait(condition, what: str, timeout: float = 300.0, interval: float = 1.0):
+def _wait(condition, what: str, timeout: float = 300.0, interval: float = 0.25):
+    """Until `condition()` is truthy (asked every `interval` s: a docker CLI call or a
+    kcat run each, a fraction of a second; a longer pause only adds to each wait)."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -216,9 +218,17 @@ def _login(s: Stack, username: str, password: str) -> str:
     return urllib.parse.urlparse(response.geturl()).path
 
 
-def _audit_count(s: Stack) -> int:
-    code = "from console.models import AuditEntry; print(AuditEntry.objects.filter(action='compose.test').count())"
-    out = s.exec("console", "python", "manage.py", "shell", "-c", code).stdout
+AUDIT_COUNT = (
+    "from console.models import AuditEntry; "
+    "print(AuditEntry.objects.filter(action='compose.test').count())"
+)
+
+
+def _audit_count(s: Stack, before: str = "") -> int:
+    """The audit entries of action compose.test, counted by a `manage.py shell` in the
+    console's container after running `before` there (one Django start: seconds each
+    on a loaded machine)."""
+    out = s.exec("console", "python", "manage.py", "shell", "-c", before + AUDIT_COUNT).stdout
     return int(out.strip().splitlines()[-1])
 
 
@@ -258,10 +268,9 @@ def test_console_login_page_and_first_admin_login(stack):
     assert _login(stack, username, password) != "/accounts/login/"
     code = (
         "from console.audit import record; "
-        "record(None, 'cli', 'compose.test', 'volume:console-state')"
+        "record(None, 'cli', 'compose.test', 'volume:console-state'); "
     )
-    stack.exec("console", "python", "manage.py", "shell", "-c", code)
-    assert _audit_count(stack) == 1
+    assert _audit_count(stack, before=code) == 1
 
 
 def test_a_killed_broker_container_comes_back(stack):

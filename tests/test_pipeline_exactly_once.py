@@ -33,6 +33,7 @@ from tests.pipeline_helpers import (  # noqa: E402
     create_topic,
     latest_offsets,
     produce,
+    spark_site_env,
     start_copy,
     topic_name,
 )
@@ -334,7 +335,8 @@ KILL_BATCH = KILL_RECORDS // 2
 # Each case starts a job three times, and a start is mostly JVM and Python start-up:
 # the driver's JVM with the client compiler only and one GC thread (as tests/conftest.py
 # runs ZooKeeper's), the tasks' Python workers importing pyspark from its cached
-# bytecode (pipeline.spark_daemon) rather than compiling Spark's pyspark.zip again.
+# bytecode (pipeline.spark_daemon) rather than compiling Spark's pyspark.zip again, and
+# Spark's data source planning workers the same (tests/spark_site/sitecustomize.py).
 FAST_START = (
     "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.python.daemon.module=pipeline.spark_daemon",
@@ -376,7 +378,9 @@ def start_job(module, bootstrap, src, dst, checkpoint, log_path):
         *(arg for conf in FAST_START for arg in ("--conf", conf)),
     ]
     log = open(log_path, "ab")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=spark_site_env()
+    )
     proc.log = log
     return proc
 
