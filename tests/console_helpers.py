@@ -113,7 +113,7 @@ def seed_console_db(state_dir: Path) -> str:
 def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int, str]:
     """The console under daphne and the monitor as `make run` starts them, healthy, on
     a seeded database (seed_console_db); (their processes, the console's port, the
-    admin's password). Stop them in reverse order."""
+    admin's password). End them with discard()."""
     from quill_stack import ports
     from quill_stack.process import ManagedProcess
     from quill_stack.state import owner_env
@@ -147,8 +147,16 @@ def console_stack(cluster, redis_server, state_dir: Path, redis_db: int, **extra
     try:
         yield f"http://127.0.0.1:{port}", password
     finally:
-        for proc in reversed(procs):
-            proc.stop()
+        discard(procs)
+
+
+def discard(procs) -> None:
+    """kill -9 the console's processes (the console and the monitor): thrown away with
+    their state dir, and a graceful stop (the monitor's clients closing on a cluster
+    some test broke) takes seconds no test asserts on; tests of a clean stop stop a
+    process themselves."""
+    for proc in reversed(procs):
+        proc.kill()
 
 
 def cluster_spec(name: str, cluster) -> dict:

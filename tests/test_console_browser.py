@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from quill_stack import services
-from tests.console_helpers import CHROMIUM, OUT, start_console_and_monitor
+from tests.console_helpers import CHROMIUM, OUT, discard, start_console_and_monitor
 from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -44,8 +44,7 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
         "password": password,
         "procs": procs,
     }
-    for proc in reversed(procs):
-        proc.stop()
+    discard(procs)
 
 
 def shot(page, name: str) -> None:

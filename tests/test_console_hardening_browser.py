@@ -61,7 +61,7 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
             "groups": ODD_GROUPS,
         }
     finally:
-        console.stop()
+        console.kill()  # thrown away with its state dir (see console_helpers.discard)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from quill_stack import services
-from tests.console_helpers import OUT, start_console_and_monitor
+from tests.console_helpers import OUT, discard, start_console_and_monitor
 from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -37,8 +37,7 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
         lambda: r.get("quill:broker-metrics:1") and r.get("quill:broker-metrics:2"), 60, "scrapes"
     )
     yield {"cluster": cluster, "url": f"http://127.0.0.1:{port}", "password": password}
-    for proc in reversed(procs):
-        proc.stop()
+    discard(procs)
 
 
 @pytest.fixture(scope="module")

@@ -365,7 +365,7 @@ def served(scale_cluster, redis_server, tmp_path_factory):
     import redis
 
     from quill_stack import services
-    from tests.console_helpers import start_console_and_monitor
+    from tests.console_helpers import discard, start_console_and_monitor
 
     state_dir = tmp_path_factory.mktemp("console-scale")
     redis_url = f"redis://{redis_server.host}:{redis_server.port}/6"
@@ -373,8 +373,7 @@ def served(scale_cluster, redis_server, tmp_path_factory):
     env = services.app_env(state_dir, redis_url, scale_cluster.zk_connect, scale_cluster.bootstrap)
     procs, port, password = start_console_and_monitor(state_dir, env)
     yield {"url": f"http://127.0.0.1:{port}", "password": password}
-    for proc in reversed(procs):
-        proc.stop()
+    discard(procs)
 
 
 def luminance(css: str) -> float:
