@@ -86,12 +86,12 @@ def unique(prefix: str = "t") -> str:
 _SEED: dict[str, object] = {}  # the session's migrated console database, made once
 
 
-def seed_console_db(state_dir: Path) -> str:
+def seed_console_db(state_dir: Path, admin: bool = True) -> str:
     """A copy, in `state_dir`, of a console database as a fresh stack's first start
-    leaves it (`manage.py migrate`, then `manage.py createadmin`), made once a session:
-    a fresh migrate costs seconds of CPU at every console start. The console's own
-    migrate still runs at its start and finds nothing to do. Returns the admin's
-    password."""
+    leaves it (`manage.py migrate`, then `manage.py createadmin`; without the admin if
+    not `admin`), made once a session: a fresh migrate costs seconds of CPU at every
+    console start. The console's own migrate still runs at its start and finds nothing
+    to do. Returns the admin's password ("" without one)."""
     if not _SEED:
         seed = Path(tempfile.mkdtemp(prefix="quill-console-seed-"))
         atexit.register(shutil.rmtree, seed, True)
@@ -103,11 +103,16 @@ def seed_console_db(state_dir: Path) -> str:
             capture_output=True,
             check=True,
         )
-        _SEED.update(db=seed / "console.sqlite3", password=create_admin(seed))
+        shutil.copyfile(seed / "console.sqlite3", seed / "migrated.sqlite3")
+        _SEED.update(
+            migrated=seed / "migrated.sqlite3",
+            db=seed / "console.sqlite3",
+            password=create_admin(seed),
+        )
     target = state_dir / "console.sqlite3"
-    shutil.copyfile(_SEED["db"], target)
+    shutil.copyfile(_SEED["db" if admin else "migrated"], target)
     target.chmod(0o600)
-    return str(_SEED["password"])
+    return str(_SEED["password"]) if admin else ""
 
 
 def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int, str]:
