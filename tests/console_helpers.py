@@ -96,13 +96,15 @@ def seed_console_db(state_dir: Path, admin: bool = True) -> str:
         seed = Path(tempfile.mkdtemp(prefix="quill-console-seed-"))
         atexit.register(shutil.rmtree, seed, True)
         spec = services.console_spec(seed, services.app_env(seed, "redis://x", "x", "x"), 1)
-        subprocess.run(
+        migrate = subprocess.run(
             spec.pre_start[0],
             cwd=PROJECT_ROOT,
             env=child_env(spec),
             capture_output=True,
-            check=True,
+            text=True,
         )
+        if migrate.returncode != 0:
+            pytest.fail(f"the console's migrate failed:\n{migrate.stdout}{migrate.stderr}")
         shutil.copyfile(seed / "console.sqlite3", seed / "migrated.sqlite3")
         _SEED.update(
             migrated=seed / "migrated.sqlite3",
