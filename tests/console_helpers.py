@@ -4,6 +4,10 @@ session Redis, and logins for every role."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import subprocess
+import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,8 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from console.roles import ADMIN, OPERATOR, VIEWER, set_role
+from quill_stack import services
+from quill_stack.process import child_env
 from quill_stack.services import PROJECT_ROOT
-from tests.stack_helpers import create_admin  # noqa: F401 - its importers here
+from tests.stack_helpers import create_admin
 
 ROLES = ("anonymous", "norole", VIEWER, OPERATOR, ADMIN)  # the permission matrix
 CHROMIUM = "/usr/bin/chromium"
@@ -77,22 +83,60 @@ def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int]:
-    """The console under daphne and the monitor as `make run` starts them, healthy;
-    (their processes, the console's port). Stop them in reverse order."""
-    from quill_stack import ports, services
+_SEED: dict[str, object] = {}  # the session's migrated console database, made once
+
+
+def seed_console_db(state_dir: Path, admin: bool = True) -> str:
+    """A copy, in `state_dir`, of a console database as a fresh stack's first start
+    leaves it (`manage.py migrate`, then `manage.py createadmin`; without the admin if
+    not `admin`), made once a session: a fresh migrate costs seconds of CPU at every
+    console start. The console's own migrate still runs at its start and finds nothing
+    to do. Returns the admin's password ("" without one)."""
+    if not _SEED:
+        seed = Path(tempfile.mkdtemp(prefix="quill-console-seed-"))
+        atexit.register(shutil.rmtree, seed, True)
+        spec = services.console_spec(seed, services.app_env(seed, "redis://x", "x", "x"), 1)
+        migrate = subprocess.run(
+            spec.pre_start[0],
+            cwd=PROJECT_ROOT,
+            env=child_env(spec),
+            capture_output=True,
+            text=True,
+        )
+        if migrate.returncode != 0:
+            pytest.fail(f"the console's migrate failed:\n{migrate.stdout}{migrate.stderr}")
+        shutil.copyfile(seed / "console.sqlite3", seed / "migrated.sqlite3")
+        _SEED.update(
+            migrated=seed / "migrated.sqlite3",
+            db=seed / "console.sqlite3",
+            password=create_admin(seed),
+        )
+    target = state_dir / "console.sqlite3"
+    shutil.copyfile(_SEED["db" if admin else "migrated"], target)
+    target.chmod(0o600)
+    return str(_SEED["password"]) if admin else ""
+
+
+def start_console_and_monitor(state_dir, settings: dict) -> tuple[list, int, str]:
+    """The console under daphne and the monitor as `make run` starts them, healthy, on
+    a seeded database (seed_console_db); (their processes, the console's port, the
+    admin's password). End them with discard()."""
+    from quill_stack import ports
     from quill_stack.process import ManagedProcess
     from quill_stack.state import owner_env
 
+    password = seed_console_db(state_dir)
     port = ports.free_port()
     procs = [
         ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir)),
         ManagedProcess(services.monitor_spec(state_dir, settings), owner_env(state_dir)),
     ]
-    for proc in procs:
+    # the database is migrated already: the monitor starts beside the console's migrate
+    for proc in reversed(procs):
         proc.start()
+    for proc in procs:
         proc.wait_healthy()
-    return procs, port
+    return procs, port, password
 
 
 @contextmanager
@@ -101,19 +145,25 @@ def console_stack(cluster, redis_server, state_dir: Path, redis_db: int, **extra
     with `extra` settings; yields (its URL, the admin's password). Needs chromium."""
     import redis
 
-    from quill_stack import services
-
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is missing: run `make install` (apt-get install chromium)")
     redis_url = f"redis://{redis_server.host}:{redis_server.port}/{redis_db}"
     redis.Redis.from_url(redis_url).flushdb()
     settings = services.app_env(state_dir, redis_url, cluster.zk_connect, cluster.bootstrap)
-    procs, port = start_console_and_monitor(state_dir, {**settings, **extra})
+    procs, port, password = start_console_and_monitor(state_dir, {**settings, **extra})
     try:
-        yield f"http://127.0.0.1:{port}", create_admin(state_dir)
+        yield f"http://127.0.0.1:{port}", password
     finally:
-        for proc in reversed(procs):
-            proc.stop()
+        discard(procs)
+
+
+def discard(procs) -> None:
+    """kill -9 the console's processes (the console and the monitor): thrown away with
+    their state dir, and a graceful stop (the monitor's clients closing on a cluster
+    some test broke) takes seconds no test asserts on; tests of a clean stop stop a
+    process themselves."""
+    for proc in reversed(procs):
+        proc.kill()
 
 
 def cluster_spec(name: str, cluster) -> dict:

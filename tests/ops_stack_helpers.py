@@ -23,6 +23,7 @@ from quill_stack import ports, services
 from quill_stack.process import ManagedProcess
 from quill_stack.services import PROJECT_ROOT, PYTHON
 from quill_stack.state import owner_env
+from tests.console_helpers import seed_console_db
 from tests.wait_helpers import wait_until
 
 PASSWORD = "ops-" + uuid.uuid4().hex
@@ -158,11 +159,11 @@ def running_stack(
     port = ports.free_port()
     console = ManagedProcess(services.console_spec(state_dir, settings, port), owner_env(state_dir))
     extra = []
-    console.start()  # its migrations have run when this returns
+    seed_console_db(state_dir, admin=False)  # migrated: nothing waits for the console's
     stack = None
     try:
-        # the worker, the monitor and the users' shell start side by side with daphne;
-        # then each is waited for
+        # the worker and the monitor start beside the console's migrate (nothing left to
+        # do) and daphne, and the users' shell after it; then each is waited for
         stack = OpsStack(cluster, state_dir, settings, console, None, f"http://127.0.0.1:{port}")
         stack.start_worker(wait=False)
         if monitor:
@@ -170,6 +171,7 @@ def running_stack(
                 ManagedProcess(services.monitor_spec(state_dir, settings), owner_env(state_dir))
             )
             extra[-1].start()
+        console.start()
         for role, (user, token) in _tokens(
             settings, ["operator", "admin", "viewer"], PASSWORD
         ).items():

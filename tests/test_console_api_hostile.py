@@ -274,13 +274,24 @@ def _check(case, response) -> None:
         )
 
 
+_SCHEMA: list = []  # the API's schema as the console serves it, fetched once
+
+
+def _api_schema(client, auth: dict):
+    """The schema from /api/schema (with the run's settings: the first fuzzed operation
+    fetches it), loaded by schemathesis; fetched and loaded once a run, not for each of
+    the ~50 operations (the same bytes each time: a second or so of CPU each)."""
+    if not _SCHEMA:
+        fetched = client.get("/api/schema", **auth)
+        assert fetched.status_code == 200, fetched.content[:300]
+        _SCHEMA.append(schemathesis.openapi.from_dict(fetched.json()))
+    return _SCHEMA[0]
+
+
 @pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_no_operation_answers_a_server_error(api_client, keeper, method, path):
     client, auth, user = api_client
-    fetched = client.get("/api/schema", **auth)
-    assert fetched.status_code == 200, fetched.content[:300]
-    schema = schemathesis.openapi.from_dict(fetched.json())
-    operation = schema[path][method]
+    operation = _api_schema(client, auth)[path][method]
     params = _path_parameters(method, path, keeper)
     modes = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
     for mode in modes:

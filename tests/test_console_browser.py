@@ -16,8 +16,7 @@ import pytest
 import redis
 
 from quill_stack import services
-from tests.console_helpers import CHROMIUM, OUT, start_console_and_monitor
-from tests.stack_helpers import create_admin
+from tests.console_helpers import CHROMIUM, OUT, discard, start_console_and_monitor
 from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -35,19 +34,17 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     redis_url = f"redis://{redis_server.host}:{redis_server.port}/5"
     redis.Redis.from_url(redis_url).flushdb()
     settings = services.app_env(state, redis_url, cluster.zk_connect, cluster.bootstrap)
-    procs, port = start_console_and_monitor(state, settings)
+    procs, port, password = start_console_and_monitor(state, settings)
     wait_until(
         lambda: redis.Redis.from_url(redis_url).get("quill:monitor:heartbeat"), 30, "monitor"
     )
-    password = create_admin(state)
     yield {
         "cluster": cluster,
         "url": f"http://127.0.0.1:{port}",
         "password": password,
         "procs": procs,
     }
-    for proc in reversed(procs):
-        proc.stop()
+    discard(procs)
 
 
 def shot(page, name: str) -> None:

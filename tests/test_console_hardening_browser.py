@@ -33,7 +33,7 @@ FORGED = '<img src=x onerror="window.pwned=1">'
 
 @pytest.fixture(scope="module")
 def stack(cluster_factory, redis_server, tmp_path_factory):
-    from tests.console_helpers import CHROMIUM, ODD_GROUPS, commit_group_offsets, create_admin
+    from tests.console_helpers import CHROMIUM, ODD_GROUPS, commit_group_offsets, seed_console_db
 
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium is missing: run `make install` (apt-get install chromium)")
@@ -45,6 +45,7 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     pem, ca = secure.console_cert(state, "127.0.0.1"), secure.ca_path(state)
     port = ports.free_port()
     spec = services.console_spec(state, settings, port, "127.0.0.1", pem, ca)
+    password = seed_console_db(state)
     console = ManagedProcess(spec, owner_env(state))
     console.start()
     try:
@@ -56,11 +57,11 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
             "url": f"https://127.0.0.1:{port}",
             "port": port,
             "ca": ca,
-            "password": create_admin(state),
+            "password": password,
             "groups": ODD_GROUPS,
         }
     finally:
-        console.stop()
+        console.kill()  # thrown away with its state dir (see console_helpers.discard)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from quill_stack import services
-from tests.console_helpers import OUT, start_console_and_monitor
-from tests.stack_helpers import create_admin
+from tests.console_helpers import OUT, discard, start_console_and_monitor
 from tests.wait_helpers import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -32,14 +31,13 @@ def stack(cluster_factory, redis_server, tmp_path_factory):
     redis.Redis.from_url(redis_url).flushdb()
     settings = services.app_env(state, redis_url, cluster.zk_connect, cluster.bootstrap)
     settings["QUILL_METRICS_PORTS"] = ",".join(f"{b.id}={b.metrics_port}" for b in cluster.brokers)
-    procs, port = start_console_and_monitor(state, settings)
+    procs, port, password = start_console_and_monitor(state, settings)
     r = redis.Redis.from_url(redis_url)
     wait_until(
         lambda: r.get("quill:broker-metrics:1") and r.get("quill:broker-metrics:2"), 60, "scrapes"
     )
-    yield {"cluster": cluster, "url": f"http://127.0.0.1:{port}", "password": create_admin(state)}
-    for proc in reversed(procs):
-        proc.stop()
+    yield {"cluster": cluster, "url": f"http://127.0.0.1:{port}", "password": password}
+    discard(procs)
 
 
 @pytest.fixture(scope="module")

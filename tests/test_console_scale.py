@@ -365,17 +365,15 @@ def served(scale_cluster, redis_server, tmp_path_factory):
     import redis
 
     from quill_stack import services
-    from tests.console_helpers import start_console_and_monitor
-    from tests.stack_helpers import create_admin
+    from tests.console_helpers import discard, start_console_and_monitor
 
     state_dir = tmp_path_factory.mktemp("console-scale")
     redis_url = f"redis://{redis_server.host}:{redis_server.port}/6"
     redis.Redis.from_url(redis_url).flushdb()
     env = services.app_env(state_dir, redis_url, scale_cluster.zk_connect, scale_cluster.bootstrap)
-    procs, port = start_console_and_monitor(state_dir, env)
-    yield {"url": f"http://127.0.0.1:{port}", "password": create_admin(state_dir)}
-    for proc in reversed(procs):
-        proc.stop()
+    procs, port, password = start_console_and_monitor(state_dir, env)
+    yield {"url": f"http://127.0.0.1:{port}", "password": password}
+    discard(procs)
 
 
 def luminance(css: str) -> float:

@@ -31,6 +31,11 @@ TEMPLATES = [
 ]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": STATE / "op.sqlite3"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# A stand-in identity provider: Django's default hasher (PBKDF2, 1,000,000 rounds) cost
+# ~0.5 s of CPU for each seeded user and each sign-in, dozens a run. MD5 here, as
+# Django's testing docs advise and tests/conftest.py does for the tests' own process:
+# a wrong password is refused the same; no test is about the provider's hash.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 USE_TZ = True
 LOGIN_URL = "/login/"
 # The console's sessions and this provider's both live on 127.0.0.1: distinct cookies.
