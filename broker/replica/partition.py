@@ -93,23 +93,26 @@ class DelayedProduce:
         self.finish = fn if finish is None else partial(_both, finish, fn)
         return self.future
 
-    def settle(self, slot: int, ok: bool) -> None:
+    def settle(self, slot: int, ok: bool, completed: list | None = None) -> None:
+        """``completed``: the caller completes several and collects their futures, to
+        run their ``at_once`` after the last (a connection's answers then leave in one
+        write); else they run now."""
         if self.tick is None:
             return  # done already (timed out)
         self.flags[slot] = ok
         self.pending -= 1
         if self.pending == 0:
             self.expiry.discard(self, self.tick)
-            self.expire()
+            self.expire(completed)
 
-    def expire(self) -> None:
+    def expire(self, completed: list | None = None) -> None:
         if self.tick is None:
             return
         self.tick = None
         if not self.future.done():
-            self._complete()
+            self._complete(completed)
 
-    def _complete(self) -> None:
+    def _complete(self, completed: list | None = None) -> None:
         finish, self.finish = self.finish, None
         if finish is None:
             self.future.set_result(self.flags)
@@ -118,7 +121,10 @@ class DelayedProduce:
                 self.future.set_result(finish(self.flags))
             except Exception as exc:  # noqa: BLE001 - handed to whoever awaits the future
                 self.future.set_exception(exc)
-        self.future.run_at_once()  # the answer's connection sends it now
+        if completed is None:
+            self.future.run_at_once()  # the answer's connection sends it now
+        else:
+            completed.append(self.future)
 
 
 @dataclass
@@ -467,9 +473,12 @@ class Partition:
                 op.settle(slot, False)
             return
         hw = self.log.high_watermark
+        completed: list = []
         while delayed and delayed[0][0] < hw:
             _o, _t, op, slot = heapq.heappop(delayed)
-            op.settle(slot, True)
+            op.settle(slot, True, completed)
+        for future in completed:  # after the last: a producer's answers go in one write
+            future.run_at_once()
 
     def wake_followers(self) -> None:
         """New data at our log end: followers' parked fetches wake, and the sessions
