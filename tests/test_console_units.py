@@ -3,6 +3,8 @@ paths, message rendering and the deltas a ZooKeeper change turns into."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from cluster_client.errors import OpError
@@ -240,3 +242,67 @@ def test_the_console_refuses_to_start_with_a_zero_lag_span():
     )
     assert done.returncode != 0
     assert "QUILL_LAG_MIN_SPAN_S must be a number of seconds above 0, got '0'" in done.stderr
+
+
+def _monitor_whose_send_swallows_a_cancel():
+    """A Monitor (no ZooKeeper, no Redis) whose ``send`` does what a library racing a
+    timeout against a cancel does: the CancelledError comes out as TimeoutError."""
+    from console.monitor.run import Monitor
+
+    m = Monitor.__new__(Monitor)
+    m.interval, m.samples, m.last_sample_s = 0.01, 0, 0.0
+    m.sends, m.swallow = 0, True
+    m.sample_once = lambda offsets, groups: {}
+
+    async def send(out):
+        m.sends += 1
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if not m.swallow:
+                raise
+            raise TimeoutError("the library's own timeout fired as the cancel landed") from None
+
+    m.send = send
+    return m
+
+
+async def _cancel_once_and_wait(m, coro) -> asyncio.Task:
+    task = asyncio.ensure_future(coro)
+    for _ in range(200):  # the loop is inside its first send
+        if m.sends:
+            break
+        await asyncio.sleep(0.01)
+    assert m.sends == 1
+    task.cancel()  # once: the fix must not rely on a second cancel
+    done, _ = await asyncio.wait([task], timeout=10)
+    if not done:  # a failed test leaves no loop running behind it
+        m.swallow = False
+        task.cancel()
+        await asyncio.wait([task], timeout=10)
+    assert done, "one cancel did not stop the loop: the swallowed cancel kept it going"
+    return task
+
+
+async def test_a_cancel_a_library_turns_into_an_error_stops_the_sampler():
+    m = _monitor_whose_send_swallows_a_cancel()
+    task = await _cancel_once_and_wait(m, m._sampler(None))
+    assert task.cancelled()
+    assert m.sends == 1  # no sample after the cancel
+
+
+async def test_a_cancel_a_library_turns_into_an_error_stops_the_publisher():
+    m = _monitor_whose_send_swallows_a_cancel()
+    m.queue = asyncio.Queue()
+    m.queue.put_nowait({"change": 1})
+    m.queue.put_nowait({"change": 2})
+    calls = []
+
+    async def publish_changes(batch):
+        calls.append(batch)
+        await m.send({})
+
+    m.publish_changes = publish_changes
+    task = await _cancel_once_and_wait(m, m._publisher())
+    assert task.cancelled()
+    assert calls == [[{"change": 1}, {"change": 2}]]

@@ -25,6 +25,18 @@ log = logging.getLogger("console.monitor")
 STATUS_TTL_S = 60
 
 
+def raise_if_cancelled() -> None:
+    """Raise CancelledError when this task was asked to stop. A library may turn a cancel
+    into an ordinary error (an asyncio timeout that races it comes out as TimeoutError)
+    or drop it; the loops below catch ordinary errors to keep going, so without this one
+    swallowed cancel kept the monitor sampling and its shutdown waited for ever. Python
+    3.11 counts the cancel requests on the task until one is taken back, so a swallowed
+    one still shows here."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def merge(into: D.Deltas, more: D.Deltas) -> D.Deltas:
     for sub, d in more.items():
         target = into.setdefault(sub, {})
@@ -92,12 +104,14 @@ class Monitor:
     # ------------------------------------------------------------ ZooKeeper changes
     async def _publisher(self) -> None:
         while True:
+            raise_if_cancelled()
             batch = [await self.queue.get()]
             while not self.queue.empty():
                 batch.append(self.queue.get_nowait())
             try:
                 await self.publish_changes(batch)
             except Exception:  # noqa: BLE001 - keep publishing whatever one batch did
+                raise_if_cancelled()
                 log.exception("monitor: could not publish %d changes", len(batch))
 
     async def publish_changes(self, batch: list[dict]) -> None:
@@ -151,11 +165,13 @@ class Monitor:
     async def _sampler(self, samples: int | None) -> None:
         offsets, groups = OffsetSampler(), GroupSampler()
         while samples is None or self.samples < samples:
+            raise_if_cancelled()
             started = time.monotonic()
             try:
                 out = await asyncio.to_thread(self.sample_once, offsets, groups)
                 await self.send(out)
             except Exception:  # noqa: BLE001 - a failed sample is logged, the next one runs
+                raise_if_cancelled()
                 log.exception("monitor: sample failed")
             self.samples += 1
             self.last_sample_s = time.monotonic() - started
