@@ -48,7 +48,7 @@ from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..protocol.errors import ErrorCode
-from ..zk.client import KafkaZkClient
+from ..zk.client import ControllerMovedError, KafkaZkClient
 from ..zk.znodes import (
     BrokerIdsZNode,
     ControllerZNode,
@@ -86,17 +86,20 @@ class StaleBrokerEpochError(RuntimeError):
 
 class _TrackingZk:
     """The controller's ZooKeeper client: every state or assignment it writes is marked,
-    so the end of the event sends exactly those partitions to the brokers."""
+    so the end of the event sends exactly those partitions to the brokers. Those writes
+    check ``fence``, the /controller_epoch version this controller was elected at
+    (ControllerMovedError once another broker has become the controller)."""
 
     def __init__(self, zk: KafkaZkClient, batch: ControllerBrokerRequestBatch) -> None:
         self._zk = zk
         self._batch = batch
+        self.fence: int | None = None
 
     def __getattr__(self, name):
         return getattr(self._zk, name)
 
     def update_partition_state(self, topic, partition, state):
-        version = self._zk.update_partition_state(topic, partition, state)
+        version = self._zk.update_partition_state(topic, partition, state, self.fence)
         if version is None:
             self._batch.states_lost([(topic, partition)])
         else:
@@ -104,7 +107,7 @@ class _TrackingZk:
         return version
 
     def update_partition_states(self, states):
-        written = self._zk.update_partition_states(states)
+        written = self._zk.update_partition_states(states, self.fence)
         self._batch.states_written(
             {k: replace(states[k], zk_version=v) for k, v in written.items() if v is not None}
         )
@@ -116,7 +119,7 @@ class _TrackingZk:
         self._batch.topics_changed([topic])
 
     def set_topic_assignment(self, topic, assignment):
-        self._zk.set_topic_assignment(topic, assignment)
+        self._zk.set_topic_assignment(topic, assignment, self.fence)
         self._batch.topics_changed([topic])
 
     def delete_topic_znodes(self, topic):
@@ -223,12 +226,30 @@ class Controller:
             try:
                 getattr(self, "_on_" + event[0])(*event[1:])
                 self._publish()
+            except ControllerMovedError as exc:
+                self._moved(event[0], exc)
             except Exception:
                 log.exception("controller event %s failed", event[0])
+
+    def _moved(self, event: str, exc: ControllerMovedError) -> None:
+        """A write of ``event`` found another controller in charge: what the event
+        decided is dropped (not sent to the brokers) and this broker resigns. Should
+        ``/controller`` still name this broker (its own ephemeral znode), it is deleted:
+        with a fence that no longer matches, every write of ours would be refused, so
+        the brokers elect again (each one's watch fires) and the winner fences anew."""
+        log.warning("controller event %s stopped: %s", event, exc)
+        self.batch.clear()
+        self._on_resign("another broker is the controller now")
+        if self.zk.get_controller_id() == self.broker_id:
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(ControllerZNode.path)
 
     def _on_call(self, fut: concurrent.futures.Future, name: str, args: tuple) -> None:
         try:
             fut.set_result(getattr(self, "_on_" + name)(*args))
+        except ControllerMovedError as exc:
+            fut.set_exception(NotControllerError(str(exc)))
+            self._moved(name, exc)
         except Exception as exc:  # noqa: BLE001 - handed to the caller
             fut.set_exception(exc)
 
@@ -452,12 +473,13 @@ class Controller:
             body = {**body, "broker_epoch": info.epoch}
             self.channel.send(broker, address, api_key, version, body, coalesce)
 
-    def _on_resign(self) -> None:
+    def _on_resign(self, why: str = "ZooKeeper session lost") -> None:
         if self.epoch is not None:
-            log.info("broker %d resigns as controller (ZooKeeper session lost)", self.broker_id)
+            log.info("broker %d resigns as controller (%s)", self.broker_id, why)
             if self.channel is not None:
                 self.channel.close()
         self.epoch = None
+        self.zk.fence = None
 
     def _on_elect(self) -> None:
         if self._stopped:
@@ -467,10 +489,12 @@ class Controller:
             return
         if current is not None and current != self.broker_id:
             self.epoch = None
+            self.zk.fence = None
             return
-        epoch = self.zk.try_become_controller(self.broker_id)
-        if epoch is None:
+        elected = self.zk.try_become_controller(self.broker_id)
+        if elected is None:
             return
+        epoch, self.zk.fence = elected
         self.epoch = epoch
         log.info("broker %d is now the controller (epoch %d)", self.broker_id, epoch)
         self.ctx.load()

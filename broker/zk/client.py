@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
@@ -48,6 +48,36 @@ MULTI_OPS = 1000  # znodes per multi-op: about 100 KB, well under jute.maxbuffer
 
 class ZkError(RuntimeError):
     pass
+
+
+class ControllerMovedError(ZkError):
+    """A controller's write was refused because ``/controller_epoch`` has moved since it
+    was elected: another broker is the controller now (Kafka's ControllerMovedException).
+    Its writes check that znode's version in the same multi-op (Kafka's
+    expectedControllerEpochZkVersion), so a controller that lost its session and carries
+    on with an event it had started cannot overwrite its successor's decisions."""
+
+
+class _FencedWrite:
+    """A controller write sent as a multi-op (check /controller_epoch's version, then set
+    the znode): ``get`` gives the new ZnodeStat, or raises BadVersionError/NoNodeError as
+    a plain conditional set would, or ControllerMovedError when the check failed."""
+
+    __slots__ = ("result", "path", "fence")
+
+    def __init__(self, result, path: str, fence: int) -> None:
+        self.result, self.path, self.fence = result, path, fence
+
+    def get(self):
+        check, written = self.result.get()
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise ControllerMovedError(
+                f"not writing {self.path}: {ControllerEpochZNode.path} is no longer at "
+                f"version {self.fence}, so another broker has become the controller"
+            )
+        if isinstance(written, Exception):
+            raise written
+        return written
 
 
 class KafkaZkClient:
@@ -212,8 +242,9 @@ class KafkaZkClient:
         return BrokerIdZNode.decode(broker_id, data, stat.czxid)
 
     # -- controller ------------------------------------------------------------------
-    def try_become_controller(self, broker_id: int) -> int | None:
-        """Create ``/controller``; on success bump ``/controller_epoch`` and return it."""
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """Create ``/controller``; on success bump ``/controller_epoch`` and return (the
+        epoch, that znode's version after the bump: what the controller's writes check)."""
         try:
             self.zk.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
         except NodeExistsError:
@@ -222,18 +253,28 @@ class KafkaZkClient:
             try:
                 data, stat = self.zk.get(ControllerEpochZNode.path)
                 epoch = ControllerEpochZNode.decode(data) + 1
-                self.zk.set(
+                written = self.zk.set(
                     ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch), stat.version
                 )
-                return epoch
+                return epoch, written.version
             except NoNodeError:
                 try:
                     self.zk.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(1))
-                    return 1
+                    return 1, 0
                 except NodeExistsError:
                     continue
             except BadVersionError:
                 continue
+
+    def _set_async(self, path: str, data: bytes, version: int, fence: int | None):
+        """A conditional set; with ``fence`` (the /controller_epoch version the writing
+        controller was elected at) a multi-op that checks it first (_FencedWrite)."""
+        if fence is None:
+            return self.zk.set_async(path, data, version)
+        txn = self.zk.transaction()
+        txn.check(ControllerEpochZNode.path, fence)
+        txn.set_data(path, data, version)
+        return _FencedWrite(txn.commit_async(), path, fence)
 
     def get_controller_id(self) -> int | None:
         try:
@@ -273,8 +314,11 @@ class KafkaZkClient:
                 raise ZkError(f"creating topic {topic} failed: {r!r}")
         return True
 
-    def set_topic_assignment(self, topic: str, assignment: TopicAssignment) -> None:
-        self.zk.set(TopicZNode.path(topic), TopicZNode.encode(assignment))
+    def set_topic_assignment(
+        self, topic: str, assignment: TopicAssignment, fence: int | None = None
+    ) -> None:
+        """Overwrite the assignment (any version); ``fence``: as ``_set_async``."""
+        self._set_async(TopicZNode.path(topic), TopicZNode.encode(assignment), -1, fence).get()
 
     def mark_topic_for_deletion(self, topic: str) -> None:
         try:
@@ -363,39 +407,42 @@ class KafkaZkClient:
         return states
 
     def update_partition_states(
-        self, states: dict[tuple[str, int], LeaderAndIsr]
+        self, states: dict[tuple[str, int], LeaderAndIsr], fence: int | None = None
     ) -> dict[tuple[str, int], int | None]:
-        """Conditional writes, pipelined: new version per partition, None where lost."""
+        """Conditional writes, pipelined: new version per partition, None where lost.
+        ``fence``: the writing controller's /controller_epoch version (``_set_async``);
+        ControllerMovedError once every answer is in, if any write was refused by it."""
         pending = [
             (
                 key,
-                self.zk.set_async(
+                self._set_async(
                     TopicPartitionStateZNode.path(*key),
                     TopicPartitionStateZNode.encode(state),
                     state.zk_version,
+                    fence,
                 ),
             )
             for key, state in states.items()
         ]
         out = {}
+        moved = None
         for key, result in pending:
             try:
                 out[key] = result.get().version
             except (BadVersionError, NoNodeError):
                 out[key] = None
+            except ControllerMovedError as exc:
+                out[key], moved = None, exc
+        if moved is not None:
+            raise moved
         return out
 
-    def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr) -> int | None:
-        """Conditional write on ``state.zk_version``; returns the new version or None."""
-        try:
-            stat = self.zk.set(
-                TopicPartitionStateZNode.path(topic, partition),
-                TopicPartitionStateZNode.encode(state),
-                version=state.zk_version,
-            )
-        except (BadVersionError, NoNodeError):
-            return None
-        return stat.version
+    def update_partition_state(
+        self, topic: str, partition: int, state: LeaderAndIsr, fence: int | None = None
+    ) -> int | None:
+        """Conditional write on ``state.zk_version``; returns the new version or None.
+        ``fence``: as update_partition_states."""
+        return self.update_partition_states({(topic, partition): state}, fence)[(topic, partition)]
 
     def notify_isr_change(self, partitions: list[tuple[str, int]]) -> None:
         """One /isr_change_notification/isr_change_<seq> naming ``partitions``."""
