@@ -240,9 +240,12 @@ class Controller:
         log.warning("controller event %s stopped: %s", event, exc)
         self.batch.clear()
         self._on_resign("another broker is the controller now")
-        if self.zk.get_controller_id() == self.broker_id:
-            with contextlib.suppress(NoNodeError):
-                self.client.delete(ControllerZNode.path)
+        try:
+            if self.zk.get_controller_id() == self.broker_id:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(ControllerZNode.path)
+        except Exception as err:  # noqa: BLE001 - ZooKeeper unreachable: the event thread lives on
+            log.warning("could not check /controller after resigning: %r", err)
 
     def _on_call(self, fut: concurrent.futures.Future, name: str, args: tuple) -> None:
         try:
