@@ -17,22 +17,15 @@ from cluster_client.clusters import clusters_from_env
 from console.channel_layer import channel_layers
 from console.env import env, env_bool, env_list, env_seconds
 from quill_stack.redis_auth import redis_url_from_env
-from quill_stack.state import private_dir, private_file
+from quill_stack.state import create_private_once, private_dir, private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def persistent_secret_key(path: Path) -> str:
-    """A random key made on first use and kept in the state dir (mode 600)."""
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        private_dir(path.parent)
-        key = secrets.token_urlsafe(50)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(key)
-        return key
+    """A random key made on first use and kept in the state dir (mode 600); the
+    console and its monitor may start together, and both get the same key."""
+    return create_private_once(path, secrets.token_urlsafe(50).encode()).decode().strip()
 
 
 # Where the console keeps its SQLite database and secret key (the supervisor's state dir):

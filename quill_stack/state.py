@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -234,3 +235,25 @@ def write_private(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     tmp.replace(path)
+
+
+def create_private_once(path: Path, data: bytes) -> bytes:
+    """`path`'s bytes, made from `data` (mode 0600) if it does not exist yet. Safe when
+    several processes start at once (the console and its monitor): the file appears
+    whole or not at all (written aside, then linked), and every racer but the first
+    reads the winner's bytes."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    private_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.link(tmp, path)
+        return data
+    except FileExistsError:
+        return path.read_bytes()
+    finally:
+        os.unlink(tmp)
