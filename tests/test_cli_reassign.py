@@ -119,6 +119,12 @@ def test_generate_execute_verify_with_a_throttle(ops_cluster, tmp_path):
     again = tool("reassign_partitions", b, f"--execute --reassignment-json-file {plan}")
     assert again.code == 1
     assert "Cannot execute because there is an existing partition assignment." in again.err
+    # partition 1 is empty, so its move ends once broker 3 has fetched from broker 2 and
+    # joined the ISR; the follower throttle, exceeded by partition 0's batches, and a
+    # loaded machine can hold that for some seconds
+    wait_until(lambda: "1" not in assignment(cluster, topic)["adding_replicas"], timeout=60,
+               what=f"{topic}-1's move to finish")  # fmt: skip
+    assert assignment(cluster, topic)["partitions"]["1"] == [3, 2]
     listing = tool("reassign_partitions", b, "--list")
     assert listing.out == (
         f"Current partition reassignments:\n{topic}-0: replicas: 1,2,3. adding: 3. removing: 1.\n"
