@@ -29,7 +29,7 @@ PARTITIONS = 300
 def _leader_of_idle_partitions(tmp_path, proposals: list) -> tuple[ReplicaManager, LogManager]:
     logs = LogManager([tmp_path / "logs"], LogConfig())
 
-    async def isr_writer(part, new_isr) -> bool:  # stands for ZooKeeper's conditional write
+    async def isr_writer(part, new_isr, _state) -> bool:  # stands for ZooKeeper's conditional write
         proposals.append((part.topic, part.index, sorted(new_isr)))
         return True
 

@@ -30,7 +30,7 @@ def test_stale_same_epoch_state_does_not_shrink_the_written_isr(tmp_path) -> Non
         logs = LogManager([tmp_path / "logs"], LogConfig())
         fetchers = ReplicaFetcherManager(1, {}, lambda _broker: None)
 
-        async def isr_writer(part, new_isr) -> bool:  # ZooKeeper accepts: version 2
+        async def isr_writer(part, new_isr, _state) -> bool:  # ZooKeeper accepts: version 2
             part.state.isr, part.state.zk_version = list(new_isr), 2
             return True
 
@@ -66,7 +66,7 @@ def test_lost_conditional_isr_write_stops_isr_changes_until_a_new_state(tmp_path
         fetchers = ReplicaFetcherManager(1, {}, lambda _broker: None)
         proposals: list = []
 
-        async def isr_writer(part, new_isr) -> bool:  # ZooKeeper: the version moved on
+        async def isr_writer(part, new_isr, _state) -> bool:  # ZooKeeper: the version moved on
             proposals.append(sorted(new_isr))
             return False
 

@@ -26,7 +26,7 @@ KEY = ("t", 0)
 def _leader(tmp_path) -> tuple[ReplicaManager, LogManager]:
     logs = LogManager([tmp_path / "logs"], LogConfig())
 
-    async def isr_writer(_part, _new_isr) -> bool:
+    async def isr_writer(_part, _new_isr, _state) -> bool:
         return True
 
     fetchers = ReplicaFetcherManager(1, {}, lambda _broker: None)

@@ -27,7 +27,7 @@ RACKS = {1: "a", 2: "b", 3: "c"}
 def _manager(tmp_path, selector=select_rack_aware, alive=(1, 2, 3)):
     logs = LogManager([tmp_path / "logs"], LogConfig())
 
-    async def isr_writer(_part, _new_isr) -> bool:
+    async def isr_writer(_part, _new_isr, _state) -> bool:
         return True
 
     fetchers = ReplicaFetcherManager(1, {}, lambda _broker: None)

@@ -64,7 +64,7 @@ class ReplicaManager:
         log_manager: LogManager,
         topic_config: Callable[[str], LogConfig],
         fetchers: ReplicaFetcherManager,
-        isr_writer: Callable[[Partition, list[int]], Awaitable[bool]],
+        isr_writer: Callable[[Partition, list[int], PartitionState], Awaitable[bool]],
         in_metadata: Callable[[str, int], bool] = lambda topic, index: False,
     ) -> None:
         self.broker_id = broker_id
@@ -522,18 +522,21 @@ class ReplicaManager:
             part.log.high_watermark,
             part.log.log_end_offset,
         )
-        asyncio.ensure_future(self._write_isr(part, new_isr))
+        asyncio.ensure_future(self._write_isr(part, new_isr, part.state))
 
-    async def _write_isr(self, part: Partition, new_isr: list[int]) -> None:
-        """The ISR writer's conditional write on our state's zk version. Lost (ZooKeeper
+    async def _write_isr(self, part: Partition, new_isr: list[int], state: PartitionState) -> None:
+        """The ISR writer's conditional write of ``new_isr`` on the zk version of
+        ``state``, the state it was computed from: a new state from the controller may
+        replace it before this runs, and the proposal must not be written on that one
+        (an ISR grown with a replica the controller had just taken away). Lost (ZooKeeper
         holds a newer state: the controller moved the leadership or changed the ISR), our
         state is stale: as Kafka's Partition.updateIsr, no ISR change is proposed again
         until a new state comes, so the HW keeps counting every replica of the ISR we
         know and nothing more is acknowledged on it meanwhile."""
-        grows = len(new_isr) > len(part.isr)
-        version = part.state.zk_version
+        grows = len(new_isr) > len(state.isr)
+        version = state.zk_version
         try:
-            ok = await self.isr_writer(part, new_isr)
+            ok = await self.isr_writer(part, new_isr, state)
         except Exception:  # noqa: BLE001 - ZooKeeper trouble: retry on the next check
             log.exception("writing the ISR of %s-%d failed", part.topic, part.index)
             ok = None

@@ -28,7 +28,7 @@ from ..quota.manager import ClientQuotaManager
 from ..replica.fetcher import ReplicaFetcherManager
 from ..replica.isr_propagation import IsrChangePropagation
 from ..replica.manager import ReplicaManager
-from ..replica.partition import Partition
+from ..replica.partition import Partition, PartitionState
 from ..replica.selector import selector_for
 from ..replica.throttle import UNTHROTTLED
 from ..security.authorizer import AclAuthorizer
@@ -149,9 +149,9 @@ class KafkaServer:
         meta = self.cache.topics.get(topic)
         return meta is not None and index in meta.replicas
 
-    async def _write_isr(self, part: Partition, new_isr: list[int]) -> bool:
-        """Conditional write of a new ISR to the partition's state znode (leader only)."""
-        st = part.state
+    async def _write_isr(self, part: Partition, new_isr: list[int], st: PartitionState) -> bool:
+        """Conditional write of a new ISR to the partition's state znode (leader only),
+        on the zk version of ``st``, the state the ISR was computed from."""
         proposed = LeaderAndIsr(
             st.leader, st.leader_epoch, new_isr, st.controller_epoch, st.zk_version
         )
