@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 REASSIGN_PATH = ReassignPartitionsZNode.path
+RESTORE_ATTEMPTS = 10  # conditional writes of the state a cancel restores
 TopicPartition = tuple[str, int]
 
 
@@ -104,25 +105,36 @@ class Reassigner:
     def _restore_state(self, topic: str, partition: int, original: list[int]) -> None:
         """On cancel, as Kafka: the added replicas leave the ISR, and a leader that is not
         one of the original replicas hands over to an in-sync original one (if any is
-        live; otherwise the partition has no leader until one comes back)."""
-        state = self.c.zk.get_partition_state(topic, partition)
-        if state is None:
-            return
-        isr = [b for b in state.isr if b in original]
-        leader = state.leader
-        if leader not in original:
-            live = self.c.live_brokers()
-            leader = next((b for b in isr if b in live), -1)
-        # written even when leader and ISR stay: the next leader epoch fences the replicas
-        # the cancel takes away (a leader keeps a follower of its epoch fetching)
-        new = LeaderAndIsr(
-            leader,
-            state.leader_epoch + 1,  # a new ISR is a new epoch: the removed replicas are fenced
-            isr or list(state.isr),
-            self.c.epoch,
-            state.zk_version,
+        live; otherwise the partition has no leader until one comes back). The write is
+        conditional: when the leader's own ISR write lands between our read and it, read
+        again and decide again (Kafka's controller retries the same way)."""
+        for _ in range(RESTORE_ATTEMPTS):
+            state = self.c.zk.get_partition_state(topic, partition)
+            if state is None:
+                return
+            isr = [b for b in state.isr if b in original]
+            leader = state.leader
+            if leader not in original:
+                live = self.c.live_brokers()
+                leader = next((b for b in isr if b in live), -1)
+            # written even when leader and ISR stay: the next leader epoch fences the
+            # replicas the cancel takes away (a leader keeps a follower of its epoch fetching)
+            new = LeaderAndIsr(
+                leader,
+                state.leader_epoch + 1,  # a new ISR is a new epoch: the removed are fenced
+                isr or list(state.isr),
+                self.c.epoch,
+                state.zk_version,
+            )
+            if self.c.zk.update_partition_state(topic, partition, new) is not None:
+                return
+        log.warning(
+            "cancelling the reassignment of %s-%d: its state changed under every one of "
+            "%d writes; the added replicas may still be in its ISR",
+            topic,
+            partition,
+            RESTORE_ATTEMPTS,
         )
-        self.c.zk.update_partition_state(topic, partition, new)
 
     def from_znode(self) -> None:
         try:
