@@ -49,7 +49,11 @@ def test_offsets_topic_is_compacted_and_replicated(cluster):
     finally:
         client.close()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    meta = admin.list_topics(timeout=30).topics["__consumer_offsets"]
+    # the broker that answers may not have had the controller's UpdateMetadata yet
+    meta = wait_until(
+        lambda: admin.list_topics(timeout=30).topics.get("__consumer_offsets"),
+        what="__consumer_offsets in the metadata",
+    )
     assert len(meta.partitions) == OFFSETS_PARTITIONS
     assert all(len(p.replicas) == 3 for p in meta.partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")

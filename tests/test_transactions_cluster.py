@@ -52,7 +52,11 @@ def test_transaction_state_topic_is_replicated_and_compacted(cluster):
 
     assert _coordinator(cluster.bootstrap, unique("tx")) > 0
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    meta = admin.list_topics(timeout=30).topics["__transaction_state"]
+    # the broker that answers may not have had the controller's UpdateMetadata yet
+    meta = wait_until(
+        lambda: admin.list_topics(timeout=30).topics.get("__transaction_state"),
+        what="__transaction_state in the metadata",
+    )
     assert len(meta.partitions) == 5
     assert all(len(p.replicas) == 3 for p in meta.partitions.values())
     resource = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")
