@@ -73,10 +73,17 @@ def port_holder(port: int) -> str | None:
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) in wanted:
-                    return f"pid {proc.name} ({describe_pid(int(proc.name))})"
+        try:
+            fds = list((proc / "fd").iterdir())
+        except OSError:  # gone, or not ours to look into
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:  # closed since the listing: the others still count
+                continue
+            if target in wanted:
+                return f"pid {proc.name} ({describe_pid(int(proc.name))})"
     return None
 
 

@@ -126,6 +126,27 @@ def test_port_in_use_is_named_with_its_process_and_nothing_starts(tmp_path):
     assert_nothing_left(tmp_path)
 
 
+def test_the_port_holder_is_found_while_other_fds_close(monkeypatch):
+    """Found in CI: the test process's other descriptors open and close (its client
+    threads) while `port_holder` reads its fd links; one gone between the listing and
+    its readlink used to end the search of that process, so its port read as held by
+    nobody we could see."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        ours = f"/proc/{os.getpid()}/fd/"
+        readlink = os.readlink
+
+        def closed_meanwhile(path):  # every fd listed before the socket's has gone
+            if str(path).startswith(ours) and int(str(path)[len(ours) :]) < listener.fileno():
+                raise FileNotFoundError(path)
+            return readlink(path)
+
+        monkeypatch.setattr(ports.os, "readlink", closed_meanwhile)
+        assert ports.port_holder(port).startswith(f"pid {os.getpid()} (")
+
+
 def test_foreground_run_stops_all_children_on_ctrl_c(tmp_path):
     env = stack_env(tmp_path, QUILL_SERVICES="zookeeper,redis")
     run = subprocess.Popen(
